@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The course's two commands: set up and open the course, or set up and run the tests.
+
+    python3 run.py course   # creates .venv, installs the pinned set, opens JupyterLab on the course
+    python3 run.py test     # creates .venv, installs the pinned set, runs every check CI runs
+
+Only the standard library is used here, so it works on a fresh clone.
+Setup is skipped when .venv already holds the set that constraints.txt and
+pyproject.toml describe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / ("python.exe" if os.name == "nt" else "python")
+STAMP = VENV / ".cudalearn-installed"
+INSTALL = ["-e", ".[course,test]", "numba-cuda[cu12]"]
+
+
+def _say(msg: str) -> None:
+    print(f"[run.py] {msg}", flush=True)
+
+
+def _run(cmd: list[str], **kw) -> int:
+    _say("$ " + " ".join(str(c) for c in cmd))
+    return subprocess.call([str(c) for c in cmd], cwd=ROOT, **kw)
+
+
+def setup() -> None:
+    """Create .venv and install the course with the pinned versions, unless already done."""
+    want = hashlib.sha256(
+        (ROOT / "constraints.txt").read_bytes() + (ROOT / "pyproject.toml").read_bytes()
+    ).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == want and PY.exists():
+        _say(".venv is up to date")
+        return
+    t0 = time.time()
+    if not PY.exists():
+        if _run([sys.executable, "-m", "venv", VENV]) != 0:
+            sys.exit("could not create .venv (on Debian/Ubuntu: apt install python3-venv)")
+    pip = [PY, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    if _run(pip + ["-c", "constraints.txt", *INSTALL]) != 0:
+        sys.exit("pip install failed; see the messages above")
+    STAMP.write_text(want)
+    _say(f"setup took {time.time() - t0:.0f} s")
+
+
+def test() -> int:
+    """Every check CI runs: labs in sync, notebooks clean, lint, unit tests, notebooks under nbval."""
+    env = {**os.environ, "CUDALEARN_MODE": os.environ.get("CUDALEARN_MODE", "sim"), "MPLBACKEND": "Agg"}
+    steps = [
+        [BIN / "cudalearn", "labs", "check"],
+        [BIN / "cudalearn", "clean", "--check"],
+        [BIN / "ruff", "check", "src", "tests", "scripts", "book", "solutions", "labs", "run.py"],
+        [BIN / "ruff", "format", "--check", "src", "tests", "scripts", "run.py"],
+        [
+            PY,
+            "-m",
+            "pytest",
+            "tests",
+            "book",
+            "solutions",
+            "--nbval-lax",
+            "--nbval-cell-timeout=600",
+            "-p",
+            "no:cacheprovider",
+        ],
+    ]
+    failed = []
+    t0 = time.time()
+    for step in steps:
+        if _run(step, env=env) != 0:
+            failed.append(" ".join(str(s.name if isinstance(s, Path) else s) for s in step[:3]))
+    _say(f"tests took {time.time() - t0:.0f} s")
+    if failed:
+        _say("FAILED: " + "; ".join(failed))
+        return 1
+    _say("all checks passed")
+    return 0
+
+
+def course(extra: list[str]) -> int:
+    """Open JupyterLab on the course, at chapter 0."""
+    return _run([BIN / "jupyter", "lab", "book/00-setup.ipynb", *extra])
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("course", "test"):
+        print(__doc__)
+        return 2
+    setup()
+    return test() if argv[0] == "test" else course(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

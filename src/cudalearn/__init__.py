@@ -1,0 +1,38 @@
+"""cudalearn: the helper package of the course "How CUDA powers deep learning".
+
+Importing it has no side effect: the first notebook cell calls
+`cudalearn.setup()`, which picks the run mode (gpu or sim) before Numba's
+CUDA target is imported. Submodules are imported where they are used.
+"""
+
+from cudalearn.device import device_count, info, mode, setup, torch_device
+from cudalearn.sizes import size
+
+__version__ = "0.1.0"
+__all__ = ["setup", "mode", "info", "device_count", "torch_device", "size", "show_source", "SETUP_CELL"]
+
+#: The first code cell of every notebook (a test checks that they all use exactly this text).
+SETUP_CELL = """\
+# Course setup: the same first cell in every notebook (chapter 0 explains it).
+import sys
+
+if "google.colab" in sys.modules:  # on Colab: install the course once per runtime
+    %pip uninstall -q -y cuda-python
+    %pip install -q "numba-cuda[cu12]==0.30.4" "cudalearn @ git+https://github.com/cudalearn/cudalearn"
+import cudalearn
+
+cudalearn.setup()"""
+
+
+def show_source(obj) -> None:
+    """Show the source of a package kernel or function, highlighted, in a notebook (all chapters)."""
+    import inspect
+
+    fn = getattr(obj, "py_func", None) or getattr(obj, "fn", None) or obj
+    src = inspect.getsource(fn)
+    try:
+        from IPython.display import Code, display
+
+        display(Code(src, language="python"))
+    except ImportError:
+        print(src)

@@ -1,0 +1,82 @@
+"""The `cudalearn` command: doctor, labs build/check, clean, reference (all chapters)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _labs(args: argparse.Namespace) -> int:
+    from cudalearn import labs
+
+    if args.action == "build":
+        for lab in labs.build(args.root):
+            print(f"wrote {lab}")
+        return 0
+    bad = [s for s in labs.check(args.root) if not s.up_to_date]
+    for s in bad:
+        print(f"{s.lab}: {s.reason}; run `cudalearn labs build`", file=sys.stderr)
+    if not bad:
+        print("labs/ is up to date with solutions/")
+    return 1 if bad else 0
+
+
+def _clean(args: argparse.Namespace) -> int:
+    import nbformat
+
+    from cudalearn.labs import clean
+
+    changed = 0
+    for folder in ("book", "solutions", "labs"):
+        for path in sorted(Path(args.root, folder).glob("*.ipynb")):
+            before = path.read_text()
+            nb = clean(nbformat.reads(before, as_version=4))
+            after = nbformat.writes(nb) + "\n"
+            if after != before:
+                changed += 1
+                if not args.check:
+                    path.write_text(after)
+                print(f"{'would clean' if args.check else 'cleaned'} {path}")
+    return 1 if (args.check and changed) else 0
+
+
+def _reference(args: argparse.Namespace) -> int:
+    import json
+
+    from cudalearn import reference
+
+    for name in reference.reference_files():
+        data = reference.load(name)
+        print(f"{name}: {reference.label(data)}")
+        if args.verbose:
+            print(json.dumps(data["figures"], indent=1))
+        else:
+            for key in sorted(data["figures"]):
+                print(f"  {key}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `cudalearn` console command."""
+    parser = argparse.ArgumentParser(prog="cudalearn", description="cudalearn course tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("doctor", help="report the environment and diagnose known breakages")
+    p = sub.add_parser("labs", help="generate labs/ from solutions/, or check it is up to date")
+    p.add_argument("action", choices=("build", "check"))
+    p.add_argument("--root", default=".", help="the course's root folder (default: here)")
+    p = sub.add_parser("clean", help="strip outputs and metadata from the course's notebooks")
+    p.add_argument("--check", action="store_true", help="only report, exit 1 if a notebook has outputs")
+    p.add_argument("--root", default=".")
+    p = sub.add_parser("reference", help="list the stored reference GPU results")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        from cudalearn.doctor import main as doctor_main
+
+        return doctor_main()
+    return {"labs": _labs, "clean": _clean, "reference": _reference}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

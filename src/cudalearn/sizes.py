@@ -1,0 +1,37 @@
+"""Problem sizes per run mode, so no notebook writes a size twice (all chapters).
+
+A notebook asks `cudalearn.size("ch2.matmul_n")` and gets the GPU size on a
+GPU and the small simulator size elsewhere. Simulator sizes stay at 64 or
+below: the simulator runs one Python thread per CUDA thread.
+"""
+
+from __future__ import annotations
+
+from cudalearn.device import mode as _mode
+
+#: name -> {"gpu": value, "sim": value}. Chapter prefix first.
+SIZES: dict[str, dict[str, int]] = {
+    # Chapter 0: setup
+    "ch0.vector_n": {"gpu": 1 << 24, "sim": 64},
+    "ch0.busy_iters": {"gpu": 20_000, "sim": 4},
+    # Chapter 1: CPU matmul
+    "ch1.loop_n": {"gpu": 96, "sim": 48},
+    "ch1.blas_n": {"gpu": 2048, "sim": 512},
+    # Chapter 2: first kernels
+    "ch2.vector_n": {"gpu": 1 << 24, "sim": 64},
+    "ch2.block": {"gpu": 256, "sim": 32},
+    "ch2.matmul_n": {"gpu": 2048, "sim": 32},
+    "ch2.matmul_block": {"gpu": 16, "sim": 8},
+    "ch2.copy_n": {"gpu": 1 << 24, "sim": 64},
+}
+
+
+def size(name: str, mode: str | None = None) -> int:
+    """The size called `name` for this process's mode, or for `mode` if given (all chapters)."""
+    try:
+        entry = SIZES[name]
+    except KeyError:
+        known = ", ".join(sorted(SIZES))
+        raise KeyError(f"no size called {name!r}; known sizes: {known}") from None
+    mode = mode or _mode()
+    return entry["gpu" if mode == "compile" else mode]

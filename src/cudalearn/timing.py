@@ -1,0 +1,218 @@
+"""Honest timing: warm-up, CUDA events, synchronisation, medians, rates and ratios (Chapters 0-2).
+
+On a GPU, `gpu_time` brackets a callable with CUDA events on the default
+stream after warm-up runs and reports the median of several runs. Under the
+simulator there is no GPU clock to read: `gpu_time` refuses, and
+`measure` runs each candidate once (so the code is still exercised) and
+returns the stored reference results of a real GPU, labelled as such.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cudalearn import device, reference
+
+
+class SimulatorTimingError(RuntimeError):
+    """Raised when simulator wall time would be passed off as GPU time (Chapter 0)."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Times of repeated runs of one callable, in milliseconds (Chapter 0)."""
+
+    times_ms: tuple[float, ...]
+    clock: str  # 'cuda-events' or 'cpu-wall'
+
+    @property
+    def median_ms(self) -> float:
+        """Median of the runs, in ms."""
+        return statistics.median(self.times_ms)
+
+    @property
+    def min_ms(self) -> float:
+        """Fastest run, in ms."""
+        return min(self.times_ms)
+
+    def __str__(self) -> str:
+        return f"{self.median_ms:.4g} ms median of {len(self.times_ms)} ({self.clock})"
+
+
+def gflops(flops: float, ms: float) -> float:
+    """GFLOP/s for `flops` floating-point operations done in `ms` milliseconds (Chapter 1)."""
+    return flops / (ms * 1e-3) / 1e9
+
+
+def gbps(nbytes: float, ms: float) -> float:
+    """GB/s (1e9 bytes per second) for `nbytes` moved in `ms` milliseconds (Chapter 2)."""
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def matmul_flops(m: int, n: int, k: int) -> int:
+    """Floating-point operations of an (m,k) @ (k,n) product: one multiply and one add each (Chapter 1)."""
+    return 2 * m * n * k
+
+
+def cpu_time(fn: Callable[[], Any], *, warmup: int = 1, repeat: int = 5) -> Timing:
+    """Wall-clock time of a CPU callable: warm-up runs, then `repeat` timed runs (Chapter 1)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return Timing(tuple(times), "cpu-wall")
+
+
+def _refuse_sim(what: str) -> None:
+    if device.mode() == "sim":
+        raise SimulatorTimingError(
+            f"{what} measures GPU time, and this process runs the Numba CUDA simulator: "
+            "its wall time says nothing about a GPU. Use timing.measure(), which shows "
+            "stored reference results from a real GPU under the simulator."
+        )
+
+
+def synchronize() -> None:
+    """Wait for all GPU work of Numba and of PyTorch to finish (Chapter 0)."""
+    from numba import cuda
+
+    cuda.synchronize()
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def gpu_time(fn: Callable[[], Any], *, warmup: int = 2, repeat: int = 10) -> Timing:
+    """GPU time of `fn` with CUDA events on the default stream: warm-up, then the runs (Chapter 0).
+
+    Numba kernels and PyTorch operations both run on the legacy default
+    stream unless told otherwise, so the events bracket their work.
+    """
+    _refuse_sim("gpu_time()")
+    from numba import cuda
+
+    for _ in range(warmup):
+        fn()
+    synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = cuda.event(), cuda.event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cuda.event_elapsed_time(start, end))
+    return Timing(tuple(times), "cuda-events")
+
+
+@dataclass
+class Results:
+    """A table of timed candidates with rates and speed relative to a baseline (Chapters 0-2)."""
+
+    key: str
+    rows: list[dict[str, Any]]
+    baseline: str | None
+    source: str  # 'measured' or 'reference'
+    label: str
+    size: dict[str, Any] = field(default_factory=dict)
+
+    def row(self, name: str) -> dict[str, Any]:
+        """The row of candidate `name`."""
+        for r in self.rows:
+            if r["name"] == name:
+                return r
+        raise KeyError(f"no candidate {name!r} in {self.key}; have {[r['name'] for r in self.rows]}")
+
+    def __str__(self) -> str:
+        cols = [
+            ("name", "{}"),
+            ("median_ms", "{:.4g}"),
+            ("gflops", "{:.4g}"),
+            ("gbps", "{:.4g}"),
+            ("vs_baseline", "{:.3g}x"),
+        ]
+        present = [(c, f) for c, f in cols if any(r.get(c) is not None for r in self.rows)]
+        head = [c for c, _ in present]
+        body = [[f.format(r[c]) if r.get(c) is not None else "-" for c, f in present] for r in self.rows]
+        widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+        lines = [f"{self.key}: {self.source} on {self.label}" + (f", size {self.size}" if self.size else "")]
+        lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
+        lines += ["  ".join(v.ljust(w) for v, w in zip(b, widths, strict=True)) for b in body]
+        if self.baseline:
+            lines.append(f"vs_baseline = speed relative to '{self.baseline}', timed in the same run")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython display
+        p.text(str(self))
+
+
+def _rows(timings: dict[str, Timing], baseline: str | None, flops, nbytes) -> list[dict[str, Any]]:
+    rows = []
+    base = timings[baseline].median_ms if baseline else None
+    for name, t in timings.items():
+        ms = t.median_ms
+        rows.append(
+            {
+                "name": name,
+                "median_ms": ms,
+                "min_ms": t.min_ms,
+                "runs": len(t.times_ms),
+                "gflops": gflops(flops, ms) if flops else None,
+                "gbps": gbps(nbytes, ms) if nbytes else None,
+                "vs_baseline": base / ms if base else None,
+            }
+        )
+    return rows
+
+
+def measure(
+    key: str,
+    candidates: dict[str, Callable[[], Any]],
+    *,
+    baseline: str | None = None,
+    flops: float | None = None,
+    nbytes: float | None = None,
+    size: dict[str, Any] | None = None,
+    warmup: int = 2,
+    repeat: int = 10,
+) -> Results:
+    """Time each candidate on the GPU in one run, or show the stored GPU reference under the simulator.
+
+    `key` names the figure in the reference data (e.g. 'ch2.matmul').
+    `flops`/`nbytes` are per call; `baseline` names the candidate the
+    others are compared with. On a GPU the result is recorded when
+    `CUDALEARN_RECORD` is set (scripts/gpu_run.py). Chapters 0-2.
+    """
+    if baseline is not None and baseline not in candidates:
+        raise KeyError(f"baseline {baseline!r} is not one of the candidates {list(candidates)}")
+    size = dict(size or {})
+    if device.mode() == "gpu":
+        timings = {name: gpu_time(fn, warmup=warmup, repeat=repeat) for name, fn in candidates.items()}
+        rows = _rows(timings, baseline, flops, nbytes)
+        info = device.info()
+        reference.record(key, {"rows": rows, "baseline": baseline, "size": size})
+        return Results(key, rows, baseline, "measured", info.device, size)
+    for fn in candidates.values():  # exercise the code once; its wall time is not reported
+        fn()
+    stored, data = reference.lookup(key)
+    if stored is None:
+        rows = [{"name": name} for name in candidates]
+        return Results(key, rows, baseline, "reference", "no reference GPU run stored for this figure", size)
+    return Results(
+        key,
+        stored["rows"],
+        stored.get("baseline"),
+        "reference",
+        reference.label(data),
+        stored.get("size", {}),
+    )

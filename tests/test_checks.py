@@ -1,0 +1,135 @@
+"""Student-facing checks, exercised with planted wrong kernels: each failure must say what to fix."""
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from cudalearn import checks, exercises
+
+
+@cuda.jit
+def add_ok(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def add_no_guard(a, b, out):
+    i = cuda.grid(1)
+    out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def add_unfinished(a, b, out):
+    # YOUR CODE HERE
+    pass
+
+
+@cuda.jit
+def add_off_by_one(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0] - 1:
+        out[i + 1] = a[i] + b[i]
+
+
+@cuda.jit
+def add_first_block_only(a, b, out):
+    i = cuda.threadIdx.x  # forgets blockIdx
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def matmul_swapped(A, B, C):
+    row, col = cuda.grid(2)  # x picks the row: the result is transposed
+    if row < C.shape[1] and col < C.shape[0]:
+        acc = float32(0.0)
+        for k in range(A.shape[1]):
+            acc += A[col, k] * B[k, row]
+        C[row, col] = acc
+
+
+@cuda.jit
+def matmul_wrong_guard(A, B, C):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1] - 1:  # drops the last column
+        acc = float32(0.0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+def test_correct_kernel_passes():
+    exercises.check_vector_add(add_ok)
+
+
+def test_unfinished_kernel_says_not_done():
+    with pytest.raises(AssertionError, match="not done yet"):
+        exercises.check_vector_add(add_unfinished)
+
+
+def test_missing_guard_names_the_fix():
+    with pytest.raises(AssertionError, match=r"outside an array.*if i < out.shape\[0\]"):
+        exercises.check_vector_add(add_no_guard)
+
+
+def test_shift_is_reported_with_element_and_values():
+    with pytest.raises(AssertionError) as e:
+        exercises.check_vector_add(add_off_by_one, sizes=[45])
+    msg = str(e.value)
+    assert "First wrong element out[0]" in msg and "expected" in msg and "got" in msg
+    assert "shifted by one" in msg
+
+
+def test_grid_ignoring_blocks_is_reported_as_unwritten_elements():
+    with pytest.raises(AssertionError, match="never written.*grid too small"):
+        exercises.check_vector_add(add_first_block_only)
+
+
+def test_swapped_indices_hint_at_the_transpose():
+    with pytest.raises(AssertionError, match="transpose"):
+        exercises.check_matmul(matmul_swapped, sizes=[(16, 16, 16)])
+
+
+def test_partial_block_hint():
+    with pytest.raises(AssertionError, match="last partial block"):
+        exercises.check_matmul(matmul_wrong_guard, sizes=[(12, 9, 13)])
+
+
+def test_shape_and_dtype_messages():
+    expected = np.zeros((3, 4), np.float32)
+    with pytest.raises(AssertionError, match=r"shape \(4, 3\).*swap rows and columns"):
+        checks.check_close(np.zeros((4, 3), np.float32), expected)
+    with pytest.raises(AssertionError, match="dtype float64, expected float32"):
+        checks.check_close(np.zeros((3, 4)), expected)
+    with pytest.raises(AssertionError, match="is None.*return"):
+        checks.check_close(None, expected)
+
+
+def test_max_error_and_count_are_reported():
+    expected = np.arange(10, dtype=np.float32)
+    got = expected.copy()
+    got[[3, 7]] += 0.5
+    with pytest.raises(AssertionError, match=r"wrong at 2 of 10 elements.*result\[3\].*Largest error: 0.5"):
+        checks.check_close(got, expected)
+
+
+def test_check_function_turns_not_implemented_into_not_done():
+    def stub(n):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not done yet"):
+        checks.check_function(stub, [((3,), 3)], name="f")
+    with pytest.raises(AssertionError, match=r"f\(3\)` is 4, expected 3"):
+        checks.check_function(lambda n: n + 1, [((3,), 3)], name="f")
+    checks.check_function(lambda n: n, [((3,), 3), ((5,), 5)], name="f")
+
+
+def test_guard_zones_catch_writes_past_the_end():
+    flat = checks._guarded(np.zeros(5, np.float32))
+    assert checks._overwritten(flat[: checks.GUARD]) == 0
+    flat[checks.GUARD + 5] = 1.0  # one element past the end
+    assert checks._overwritten(flat[checks.GUARD + 5 :]) == 1
+    ints = checks._guarded(np.zeros(3, np.int32))
+    assert checks._overwritten(ints[: checks.GUARD]) == 0

@@ -1,0 +1,95 @@
+"""The doctor: a report on this machine, and each known breakage diagnosed from a planted environment."""
+
+from cudalearn import doctor
+
+GOOD = {
+    "mode": "gpu",
+    "device": "NVIDIA H200",
+    "compute_capability": (9, 0),
+    "sms": 132,
+    "memory_bytes": 141 * 2**30,
+    "driver": "580.159.04",
+    "driver_cuda": (13, 0),
+    "toolkit": (12, 9),
+    "python": "3.11.7",
+    "versions": {
+        "numba": "0.68.1",
+        "numba-cuda": "0.30.4",
+        "numpy": "2.4.6",
+        "llvmlite": "0.50.0",
+        "torch": "2.13.0",
+        "cuda-bindings": "12.9.10",
+        "cuda-python": None,
+    },
+    "cuda13_wheels": [],
+    "on_colab": False,
+}
+
+
+def plant(**changes):
+    env = {**GOOD, **changes}
+    env["versions"] = {**GOOD["versions"], **changes.get("versions", {})}
+    return env
+
+
+def titles(env):
+    return [(p.blocking, p.title, p.fix) for p in doctor.diagnose(env)]
+
+
+def test_a_good_environment_has_no_problem():
+    assert doctor.diagnose(GOOD) == []
+
+
+def test_numpy_25_with_numba_cuda_030_blocks_with_the_pin_as_fix():
+    [(blocking, title, fix)] = titles(plant(versions={"numpy": "2.5.2", "numba-cuda": "0.30.4"}))
+    assert blocking and "numpy 2.5.2" in title and fix == 'pip install "numpy>=2.0,<2.5"'
+    assert doctor.diagnose(plant(versions={"numpy": "2.5.2", "numba-cuda": "0.31.0"})) == []
+
+
+def test_colab_cuda_python_conflict():
+    [(blocking, title, fix)] = titles(plant(versions={"cuda-python": "12.6.2", "cuda-bindings": "12.9.10"}))
+    assert blocking and "cuda-python" in title and fix.startswith("pip uninstall -y cuda-python")
+    assert doctor.diagnose(plant(versions={"cuda-python": "12.9.0", "cuda-bindings": "12.9.10"})) == []
+
+
+def test_driver_older_than_the_toolkit_ptx():
+    [(blocking, title, fix)] = titles(plant(driver="535.104", driver_cuda=(12, 2), toolkit=(12, 9)))
+    assert blocking and "12.2" in title and "cuda-toolkit[nvcc,nvrtc,cudart]==12.2.*" in fix
+
+
+def test_cuda13_wheels_on_a_driver_below_580():
+    env = plant(
+        driver="550.54",
+        driver_cuda=(12, 4),
+        toolkit=(13, 0),
+        cuda13_wheels=["nvidia-cuda-nvrtc"],
+        versions={"cuda-bindings": "13.0.1"},
+    )
+    [(blocking, title, fix)] = titles(env)
+    assert blocking and "below 580" in title and "nvidia-cuda-nvrtc" in fix and "numba-cuda[cu12]" in fix
+
+
+def test_bf16_below_sm80_is_a_warning_with_the_fp16_way_out():
+    [(blocking, title, fix)] = titles(plant(device="Tesla T4", compute_capability=(7, 5)))
+    assert not blocking and "bf16" in title and "float16" in fix
+
+
+def test_precision_table():
+    t4, h200 = doctor.tensor_core_precisions((7, 5)), doctor.tensor_core_precisions((9, 0))
+    assert t4["fp16"] and not t4["bf16"] and not t4["tf32"]
+    assert all(h200.values())
+
+
+def test_report_on_this_machine_and_exit_code(capsys):
+    env = doctor.collect()
+    assert env["mode"] == "sim" and env["versions"]["numba-cuda"]
+    text = doctor.report(env)
+    for field in ("mode:", "device:", "driver:", "numba-cuda:", "numpy:", "llvmlite:", "torch:"):
+        assert field in text
+    assert doctor.main() == 0
+    assert "no known problem found" in capsys.readouterr().out
+
+
+def test_report_lists_tensor_core_precisions_for_a_gpu():
+    text = doctor.report(plant(device="Tesla T4", compute_capability=(7, 5)))
+    assert "fp16 yes" in text and "bf16 no" in text and "[warning]" in text

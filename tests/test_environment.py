@@ -1,0 +1,63 @@
+"""The pinned set: constraints.txt, environment.yml and pyproject.toml agree."""
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _name(req: str) -> str:
+    return re.split(r"[\[<>=!~ ;@]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def constraints() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, _, ver = line.partition("==")
+            assert ver, f"constraints.txt line {line!r} is not an exact pin"
+            pins[_name(name)] = ver
+    return pins
+
+
+def environment_pins() -> dict[str, str]:
+    text = (ROOT / "environment.yml").read_text()
+    pins = {}
+    for m in re.finditer(r"^\s*-\s+([A-Za-z0-9_.\-\[\]]+)==([^\s#]+)", text, re.M):
+        pins[_name(m.group(1))] = m.group(2)
+    return pins
+
+
+def test_environment_yml_pins_equal_constraints():
+    pins, env = constraints(), environment_pins()
+    assert env, "environment.yml pins nothing"
+    for name, ver in env.items():
+        assert pins.get(name) == ver, (
+            f"environment.yml pins {name}=={ver}, constraints.txt has {pins.get(name)}"
+        )
+
+
+def test_every_direct_dependency_is_pinned_in_both():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    direct = {_name(r) for r in project["dependencies"]}
+    for extra in project["optional-dependencies"].values():
+        direct |= {_name(r) for r in extra}
+    pins, env = constraints(), environment_pins()
+    for name in sorted(direct):
+        assert name in pins, f"{name} is a dependency but constraints.txt does not pin it"
+        assert name in env, f"{name} is a dependency but environment.yml does not list it"
+
+
+def test_numpy_is_below_25_everywhere():
+    assert tuple(int(x) for x in constraints()["numpy"].split(".")[:2]) < (2, 5)
+    project = (ROOT / "pyproject.toml").read_text()
+    assert '"numpy>=1.26,<2.5"' in project
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python3 run.py test" in readme and "python3 run.py course" in readme
+    assert "exec python3 run.py test" in ci
