@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run every book and solution notebook in `gpu` mode and store the figures they measure.
+"""Run every book and solution notebook, then every scripts/bench_*.py, in `gpu` mode; store the figures.
 
     CUDALEARN_MODE=gpu python3 scripts/gpu_run.py --out src/cudalearn/data/reference/h200.json
 
@@ -79,6 +79,7 @@ def main() -> int:
     if args.out is None:
         parser.error("--out is required")
     notebooks = args.notebooks or sorted(ROOT.glob("book/*.ipynb")) + sorted(ROOT.glob("solutions/*.ipynb"))
+    benches = [] if args.notebooks else sorted(ROOT.glob("scripts/bench_*.py"))
     out = args.out.resolve()
     partial = out.with_suffix(".partial.json")
     partial.unlink(missing_ok=True)
@@ -90,13 +91,16 @@ def main() -> int:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
     }
     runs, failed = [], 0
-    for nb in notebooks:
+    for nb in notebooks + benches:
         t0 = time.time()
         print(f"== {nb}", flush=True)
+        cmd = (
+            [sys.executable, __file__, "--exec", str(nb)]
+            if nb.suffix == ".ipynb"
+            else [sys.executable, str(nb)]
+        )
         try:
-            rc = subprocess.run(
-                [sys.executable, __file__, "--exec", str(nb)], env=env, cwd=nb.parent, timeout=args.timeout
-            ).returncode
+            rc = subprocess.run(cmd, env=env, cwd=nb.parent, timeout=args.timeout).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
         status = "ok" if rc == 0 else f"failed ({rc})"

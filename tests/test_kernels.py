@@ -41,10 +41,12 @@ def test_vector_add_scale_busy_and_ids():
 def test_copy_strided_is_a_permutation_read_with_the_stride(stride):
     n = 64
     src = np.arange(n, dtype=np.float32)
-    dst = checks.run_kernel(memory.copy_strided, 2, 32, src, checks.empty_output(n), np.int32(stride))[1]
-    assert sorted(dst.tolist()) == src.tolist(), "every element must be copied exactly once"
-    rows = n // stride
-    assert dst[1] - dst[0] == (stride if rows > 1 else 1)
+    grid, block, rows, s = memory.copy_strided_launch(n, stride, threads=16)
+    dst = checks.run_kernel(memory.copy_strided, grid, block, src, checks.empty_output(n), rows, s)[1]
+    np.testing.assert_array_equal(dst, src.reshape(-1, stride).T.ravel())
+    assert dst[1] - dst[0] == stride, "neighbouring threads read elements `stride` apart"
+    with pytest.raises(ValueError, match="multiple of the stride"):
+        memory.copy_strided_launch(10, 4)
 
 
 @pytest.mark.parametrize("kernel", [matmul.matmul_naive, matmul.matmul_naive_swapped])

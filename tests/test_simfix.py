@@ -3,12 +3,13 @@
 numba-cuda 0.30's FakeCUDAShared.array does check-then-set without a lock,
 and one FakeCUDAShared serves a whole launch (all blocks). A thread switch
 between the check and the set gives two threads of the first block two
-different arrays. Widening that window (np.empty that sleeps, which
-releases the GIL) turns a rare corruption into a certain one; the locked
-version gives the right answer under the same widened window.
+different arrays. Making two threads meet inside np.empty turns a rare
+corruption (about 1 launch in 200-400 at switch interval 1e-4, see
+scripts/sim_race.py) into a certain one; the locked version gives the
+right answer under the same conditions.
 """
 
-import time
+import threading
 
 import numpy as np
 import pytest
@@ -16,36 +17,46 @@ from numba import cuda, float32
 
 from cudalearn import simfix
 
-T = 8
+N = 64  # even, so no thread reads the element it wrote itself
 
 
 @cuda.jit
-def transpose_tile(out):
-    tile = cuda.shared.array((T, T), float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    tile[ty, tx] = ty * T + tx
+def reverse_through_shared(out):
+    tile = cuda.shared.array(N, float32)
+    i = cuda.threadIdx.x
+    tile[i] = i
     cuda.syncthreads()
-    out[ty, tx] = tile[tx, ty]
+    out[i] = tile[N - 1 - i]
 
 
-EXPECTED = np.arange(T * T, dtype=np.float32).reshape(T, T).T
+EXPECTED = np.arange(N, dtype=np.float32)[::-1]
 
 
 @pytest.fixture
-def slow_empty(monkeypatch):
-    """np.empty that sleeps first, so other threads run between the check and the set."""
-    real = np.empty
+def meeting_empty(monkeypatch):
+    """np.empty that waits (up to 0.5 s) for a second thread to enter it, and fills with NaN.
 
-    def empty(*args, **kwargs):
-        time.sleep(0.002)
-        return real(*args, **kwargs)
+    Unlocked, two threads of the first block meet inside np.empty, so the
+    race happens on every launch, deterministically; locked, the second
+    thread waits for the lock instead, the wait times out and nothing races.
+    """
+    real_full = np.full
+    state = {"barrier": threading.Barrier(2, timeout=0.5)}
+
+    def empty(shape, dtype=float, *args, **kwargs):
+        try:
+            state["barrier"].wait()
+        except threading.BrokenBarrierError:
+            pass
+        return real_full(shape, np.nan, dtype=dtype)
 
     monkeypatch.setattr(np, "empty", empty)
+    return state
 
 
 def _launch() -> np.ndarray:
-    out = np.zeros((T, T), np.float32)
-    transpose_tile[1, (T, T)](out)
+    out = np.zeros(N, np.float32)
+    reverse_through_shared[1, N](out)
     return out
 
 
@@ -57,16 +68,19 @@ def test_fix_is_installed():
     assert simfix.ORIGINAL_ARRAY is not None
 
 
-def test_unlocked_simulator_gives_threads_different_shared_arrays(slow_empty, monkeypatch):
+def test_unlocked_simulator_gives_threads_different_shared_arrays(meeting_empty, monkeypatch):
     from numba.cuda.simulator.kernelapi import FakeCUDAShared
 
     monkeypatch.setattr(FakeCUDAShared, "array", simfix.ORIGINAL_ARRAY)
-    wrong = sum(not np.array_equal(_launch(), EXPECTED) for _ in range(3))
-    assert wrong == 3, "the widened race window should corrupt every launch of the unpatched simulator"
-
-
-def test_locked_simulator_is_right_under_the_same_window(slow_empty):
     for _ in range(3):
+        meeting_empty["barrier"] = threading.Barrier(2, timeout=0.5)
+        out = _launch()
+        assert np.isnan(out).any(), "two threads should have got two different shared arrays"
+
+
+def test_locked_simulator_is_right_under_the_same_window(meeting_empty):
+    for _ in range(3):
+        meeting_empty["barrier"] = threading.Barrier(2, timeout=0.5)
         np.testing.assert_array_equal(_launch(), EXPECTED)
 
 

@@ -46,9 +46,10 @@ def test_measure_under_sim_runs_candidates_and_shows_reference_not_wall_time(mon
     assert ran == ["a", "b"]
     assert res.source == "reference" and "NVIDIA H200 (sm_90), 2026-11-29" in res.label
     assert res.row("a")["vs_baseline"] == 0.5
-    assert "speed relative to 'b'" in str(res)
+    assert "speed relative to 'b'" in str(res) and "reference run on NVIDIA H200" in str(res)
+    assert "no GPU time to show" in str(timing.measure("other", {"a": lambda: None}))
     missing = timing.measure("other", {"a": lambda: None})
-    assert "no reference GPU run stored" in missing.label and missing.rows == [{"name": "a"}]
+    assert "no reference GPU run is stored" in missing.label and missing.rows == [{"name": "a"}]
 
 
 def test_measure_rejects_an_unknown_baseline():

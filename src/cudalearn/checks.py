@@ -221,10 +221,12 @@ def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any) -> list[Any
             dev_args.append(d[GUARD : GUARD + a.size].reshape(a.shape))
         else:
             dev_args.append(a)
+    from numba.cuda.cudadrv.driver import CudaAPIError
+
     try:
         kernel[griddim, blockdim](*dev_args)
         cuda.synchronize()
-    except Exception as e:  # an illegal address kills the CUDA context
+    except CudaAPIError as e:  # e.g. an illegal address, which kills the CUDA context
         raise AssertionError(
             f"your kernel crashed on the GPU: {type(e).__name__}: {e}. This is usually an access "
             f"far outside an array. Restart the notebook's kernel (the GPU context is lost), then "

@@ -72,3 +72,10 @@ SPECS = {
 def attainable_gflops(intensity: float, peak_gflops: float, bandwidth_gbs: float) -> float:
     """The roofline: min(peak, intensity x bandwidth) in GFLOP/s for `intensity` FLOP/byte (Chapter 1)."""
     return min(peak_gflops, intensity * bandwidth_gbs)
+
+
+def spec_for(device_name: str | None) -> GPUSpec | None:
+    """The datasheet entry whose short name (T4, A100, H100, H200) is in a device name, or None (Chapter 2)."""
+    if not device_name:
+        return None
+    return next((spec for key, spec in SPECS.items() if key in device_name), None)

@@ -26,7 +26,7 @@ BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
 STUB_COMMENT = "# YOUR CODE HERE"
 MARKDOWN_STUB = "YOUR ANSWER HERE"
-KEEP_METADATA = ("kernelspec", "language_info")
+KEEP_METADATA = ("kernelspec", "language_info", "cudalearn")
 
 
 class MarkerError(ValueError):

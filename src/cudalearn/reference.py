@@ -121,4 +121,6 @@ def figures(key: str, measure: Callable[[], dict[str, Any]]) -> tuple[dict[str, 
         values = record(key, measure())
         return values, f"measured now on {device.info().device}"
     stored, data = lookup(key)
+    if stored is None:
+        return None, "no reference GPU run is stored for this figure yet (this machine has no GPU)"
     return stored, f"reference run on {label(data)} (this machine has no GPU)"

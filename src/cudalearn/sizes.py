@@ -14,15 +14,24 @@ SIZES: dict[str, dict[str, int]] = {
     # Chapter 0: setup
     "ch0.vector_n": {"gpu": 1 << 24, "sim": 64},
     "ch0.busy_iters": {"gpu": 20_000, "sim": 4},
+    "ch0.block": {"gpu": 256, "sim": 32},
     # Chapter 1: CPU matmul
     "ch1.loop_n": {"gpu": 96, "sim": 48},
     "ch1.blas_n": {"gpu": 2048, "sim": 512},
+    "ch1.copy_n": {"gpu": 1 << 25, "sim": 1 << 24},  # NumPy only (CPU bandwidth), no kernel
     # Chapter 2: first kernels
     "ch2.vector_n": {"gpu": 1 << 24, "sim": 64},
     "ch2.block": {"gpu": 256, "sim": 32},
     "ch2.matmul_n": {"gpu": 2048, "sim": 32},
     "ch2.matmul_block": {"gpu": 16, "sim": 8},
     "ch2.copy_n": {"gpu": 1 << 24, "sim": 64},
+    "ch2.vector_odd_n": {"gpu": 1_000_003, "sim": 45},
+    "ch2.ids_n": {"gpu": 64, "sim": 64},
+    "ch2.ids_block": {"gpu": 48, "sim": 48},  # not a multiple of 32, on purpose (Chapter 2)
+    "ch2.demo_rows": {"gpu": 10, "sim": 10},
+    "ch2.demo_cols": {"gpu": 13, "sim": 13},
+    "ch2.demo_block_x": {"gpu": 8, "sim": 8},
+    "ch2.demo_block_y": {"gpu": 4, "sim": 4},
 }
 
 

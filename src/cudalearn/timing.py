@@ -9,6 +9,7 @@ returns the stored reference results of a real GPU, labelled as such.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ class Timing:
 
     times_ms: tuple[float, ...]
     clock: str  # 'cuda-events' or 'cpu-wall'
+    launches_per_sample: int = 1
 
     @property
     def median_ms(self) -> float:
@@ -92,27 +94,46 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def gpu_time(fn: Callable[[], Any], *, warmup: int = 2, repeat: int = 10) -> Timing:
-    """GPU time of `fn` with CUDA events on the default stream: warm-up, then the runs (Chapter 0).
-
-    Numba kernels and PyTorch operations both run on the legacy default
-    stream unless told otherwise, so the events bracket their work.
-    """
-    _refuse_sim("gpu_time()")
+def _event_ms(fn: Callable[[], Any], launches: int) -> float:
+    """Milliseconds between two CUDA events around `launches` back-to-back calls of `fn`."""
     from numba import cuda
 
+    start, end = cuda.event(), cuda.event()
+    start.record()
+    for _ in range(launches):
+        fn()
+    end.record()
+    end.synchronize()
+    return cuda.event_elapsed_time(start, end)
+
+
+def gpu_time(
+    fn: Callable[[], Any],
+    *,
+    warmup: int = 2,
+    repeat: int = 10,
+    min_sample_ms: float = 1.0,
+    max_launches: int = 200,
+) -> Timing:
+    """GPU time per call of `fn` from CUDA events on the default stream, after warm-up (Chapter 0).
+
+    A launch from Python costs tens of microseconds of CPU time before the
+    GPU sees it; with one call between the events a short kernel would be
+    timed together with that cost. So each sample brackets enough
+    back-to-back calls to last `min_sample_ms` (at most `max_launches`),
+    letting the launches queue up while the GPU works, and divides by
+    their number. Numba kernels and PyTorch operations both run on the
+    legacy default stream unless told otherwise, so the events bracket
+    their work.
+    """
+    _refuse_sim("gpu_time()")
     for _ in range(warmup):
         fn()
     synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = cuda.event(), cuda.event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cuda.event_elapsed_time(start, end))
-    return Timing(tuple(times), "cuda-events")
+    one = _event_ms(fn, 1)
+    launches = max(1, min(max_launches, math.ceil(min_sample_ms / max(one, 1e-3))))
+    times = tuple(_event_ms(fn, launches) / launches for _ in range(repeat))
+    return Timing(times, "cuda-events", launches)
 
 
 @dataclass
@@ -145,7 +166,10 @@ class Results:
         head = [c for c, _ in present]
         body = [[f.format(r[c]) if r.get(c) is not None else "-" for c, f in present] for r in self.rows]
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-        lines = [f"{self.key}: {self.source} on {self.label}" + (f", size {self.size}" if self.size else "")]
+        if self.source == "reference" and not any(r.get("median_ms") for r in self.rows):
+            return f"{self.key}: {self.label} (the candidates ran once on the simulator; no GPU time to show)"
+        where = "measured on" if self.source == "measured" else "reference run on"
+        lines = [f"{self.key}: {where} {self.label}" + (f", size {self.size}" if self.size else "")]
         lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
         lines += ["  ".join(v.ljust(w) for v, w in zip(b, widths, strict=True)) for b in body]
         if self.baseline:
@@ -167,6 +191,7 @@ def _rows(timings: dict[str, Timing], baseline: str | None, flops, nbytes) -> li
                 "median_ms": ms,
                 "min_ms": t.min_ms,
                 "runs": len(t.times_ms),
+                "launches_per_run": t.launches_per_sample,
                 "gflops": gflops(flops, ms) if flops else None,
                 "gbps": gbps(nbytes, ms) if nbytes else None,
                 "vs_baseline": base / ms if base else None,
@@ -207,7 +232,8 @@ def measure(
     stored, data = reference.lookup(key)
     if stored is None:
         rows = [{"name": name} for name in candidates]
-        return Results(key, rows, baseline, "reference", "no reference GPU run stored for this figure", size)
+        label = "no reference GPU run is stored for this figure yet"
+        return Results(key, rows, baseline, "reference", label, size)
     return Results(
         key,
         stored["rows"],

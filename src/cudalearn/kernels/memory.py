@@ -3,22 +3,32 @@
 from numba import cuda
 
 SIGNATURES = {
-    "copy_strided": "void(float32[::1], float32[::1], int32)",
+    "copy_strided": "void(float32[::1], float32[::1], int32, int32)",
 }
 
 
 @cuda.jit
-def copy_strided(src, dst, stride):
-    """dst[i] = src[j(i)]: every element copied once, thread i reading `stride` elements after thread i-1.
+def copy_strided(src, dst, rows, stride):
+    """dst[y * rows + x] = src[x * stride + y]: every element copied once, reads `stride` floats apart.
 
-    With stride 1 the 32 threads of a warp read 32 neighbouring floats
-    (128 bytes, coalesced); with stride s they read floats s apart, so a
-    warp touches up to 32 separate 32-byte sectors. Shapes (n,) float32,
-    n a multiple of `stride` (Chapter 2).
+    A 2-D launch: x runs over the `rows` of src viewed as a (rows, stride)
+    matrix, y over its `stride` columns, so src is read column by column.
+    Threads next to each other in x read floats `stride` apart: with
+    stride 1 a warp reads 128 neighbouring bytes (coalesced), with stride s
+    it touches up to 32 separate 32-byte sectors. The writes stay coalesced.
+    Shapes (rows * stride,) float32; no division in the kernel, so the
+    index arithmetic never limits the copy (Chapter 2).
     """
-    i = cuda.grid(1)
-    n = dst.shape[0]
-    if i < n:
-        rows = n // stride  # view src as (stride, rows) and read it column by column
-        j = (i % rows) * stride + i // rows
-        dst[i] = src[j]
+    x, y = cuda.grid(2)
+    if x < rows and y < stride:
+        dst[y * rows + x] = src[x * stride + y]
+
+
+def copy_strided_launch(n: int, stride: int, threads: int = 256):
+    """(griddim, blockdim, rows, stride) for copying n float32 with `copy_strided` (Chapter 2)."""
+    import numpy as np
+
+    if n % stride:
+        raise ValueError(f"n={n} must be a multiple of the stride {stride}")
+    rows = n // stride
+    return ((rows + threads - 1) // threads, stride), (threads, 1), np.int32(rows), np.int32(stride)

@@ -1,4 +1,4 @@
-"""The checks each lab calls after an exercise, built on `checks` (labs 0-2).
+"""Checks of labs 0-2 (setup, CPU matmul, first kernels), built on `checks`.
 
 Visible checks use a few sizes; the hidden tests in the solution notebooks
 call the same functions with other sizes (odd sizes, one block, non-multiples

@@ -1,0 +1,62 @@
+"""CPU memory-access tracer for Numba CUDA kernels (Chapters 2-5).
+
+`trace(kernel, griddim, blockdim, *args)` runs a `@cuda.jit` kernel's Python
+source on the CPU, one thread at a time, with every global and shared array
+access recorded, and returns a `TraceReport`: bank conflicts, global sectors
+(coalescing), races and out-of-bounds accesses, per source line. Nothing is
+launched on a GPU; it works with or without one.
+
+Memory model
+------------
+* Threads are numbered x fastest, then y, then z; warp = linear thread id // 32,
+  lane = linear thread id % 32.
+* Barriers: `cuda.syncthreads()` splits a block's run into phases. Every thread
+  of the block runs (in warp order) to its next barrier before any thread
+  passes it. A thread that returns leaves the block; if others still wait at a
+  barrier the report warns (on a GPU that is undefined behaviour).
+* Lockstep approximation: the k-th execution of one source line by each thread
+  of a warp, for one array and one direction (load or store), forms one warp
+  request. Different arrays on one line are different requests, and so are the
+  load and the store of `a[i] += 1`. An atomic counts as a load and a store.
+* Shared memory: 32 banks of 4 bytes; bank = (byte address // 4) % 32. Each
+  shared array is laid out row-major (C order) from its own base; the bases
+  follow declaration order, each rounded up to a multiple of 128 bytes. A
+  request costs as many wavefronts as its busiest bank has distinct 4-byte
+  words (many lanes reading one word is a broadcast: free), at least 1. An
+  8-byte element spans two words, so 32 lanes reading consecutive float64 need
+  2 wavefronts. Bank conflicts are the wavefronts beyond the ideal
+  ceil(distinct words / 32) of each request, as Nsight Compute counts them:
+  for 4-byte elements, wavefronts - requests; for that float64 read, 0.
+* Global memory: every array starts 256-byte aligned; a request costs the
+  number of distinct 32-byte sectors its lanes touch.
+* Races: two accesses to one element by different threads of a block in the
+  same phase, at least one a write, not both atomic; and global accesses by
+  threads of different blocks (no barrier orders blocks).
+* Any index outside [0, n) raises `TraceOutOfBounds`; negative indices do not
+  wrap around (CUDA does not wrap).
+* New shared and local arrays hold NaN (floats) or 0 (other dtypes), so a read
+  before a write shows in the outputs.
+* Not modelled: caches, timing, warp scheduling, `syncwarp` (a no-op), constant
+  and local memory (not counted), and the compiler, which may merge, vectorise,
+  hoist or drop the accesses the source makes (a tiled matmul's `sA[ty, k]`
+  reads become one 128-bit load per 4 values on an H200).
+"""
+
+from cudalearn.trace.execute import FakeCuda, trace
+from cudalearn.trace.memory import TracedArray
+from cudalearn.trace.model import Dim3, TraceError, TraceOutOfBounds
+from cudalearn.trace.report import Counts, LineStats, Race, SharedRequest, TraceReport
+
+__all__ = [
+    "trace",
+    "TraceReport",
+    "Counts",
+    "LineStats",
+    "Race",
+    "SharedRequest",
+    "TraceError",
+    "TraceOutOfBounds",
+    "TracedArray",
+    "Dim3",
+    "FakeCuda",
+]

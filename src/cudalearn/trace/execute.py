@@ -1,0 +1,404 @@
+"""Running a kernel's Python source on the CPU: a fake `cuda`, barriers as yields, blocks (Chapter 2)."""
+
+import ast
+import gc
+import inspect
+import linecache
+import re
+import sys
+import textwrap
+import types
+
+import numpy as np
+
+from cudalearn.trace.memory import Recorder, TracedArray
+from cudalearn.trace.model import (
+    MAX_BLOCK_THREADS,
+    MAX_STATIC_SHARED,
+    MAX_THREADS,
+    SHARED_ALIGN,
+    WARP_SIZE,
+    Dim3,
+    TraceError,
+    TraceOutOfBounds,
+    dim3,
+)
+from cudalearn.trace.report import TraceReport
+
+_BARRIERS = {"syncthreads": "sync", "syncthreads_count": "count"}
+_BARRIERS.update(syncthreads_and="and", syncthreads_or="or")
+
+
+def _as_dtype(dtype):
+    """numpy dtype of np.float32, 'float32' or numba.float32."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return np.dtype(getattr(dtype, "name", str(dtype)))
+
+
+def _fresh(shape, dtype):
+    """A new shared or local array: NaN for floats, 0 otherwise, so reads before writes show."""
+    dtype = _as_dtype(dtype)
+    return np.full(shape, np.nan if dtype.kind in "fc" else 0, dtype=dtype)
+
+
+class _Shared:
+    """cuda.shared inside a traced kernel."""
+
+    def __init__(self, rec):
+        self._rec = rec
+
+    def array(self, shape, dtype, alignment=None):
+        """One allocation per call site and block, based at the next multiple of 128 bytes."""
+        rec = self._rec
+        frame = sys._getframe(1)
+        site = (frame.f_code.co_filename, frame.f_lineno)
+        arr = rec.shared_arrays.get(site)
+        if arr is None:
+            if shape == 0 or shape == (0,):
+                raise TraceError(f"line {site[1]}: dynamic shared memory (shape 0) is not supported")
+            data = _fresh(shape, dtype)
+            base = -(-rec.shared_top // SHARED_ALIGN) * SHARED_ALIGN
+            rec.shared_top = base + data.nbytes
+            if rec.shared_top > MAX_STATIC_SHARED:
+                msg = f"the block declares {rec.shared_top} bytes of shared memory; CUDA allows 48 KiB"
+                _warn(rec, "shared", msg)
+            m = re.match(r"\s*([A-Za-z_]\w*)\s*=", linecache.getline(*site))
+            name = m.group(1) if m else f"shared@{site[1]}"
+            arr = rec.shared_arrays[site] = rec.allocate(name, True, base, data)
+        return arr
+
+
+class _Local:
+    """cuda.local inside a traced kernel."""
+
+    def array(self, shape, dtype, alignment=None):
+        """Per-thread scratch array; not traced (registers or local memory)."""
+        return _fresh(shape, dtype)
+
+
+class _Const:
+    """cuda.const inside a traced kernel."""
+
+    def array_like(self, ary):
+        """Constant memory: the array itself, not traced."""
+        return ary
+
+
+def _atomic(ary, idx, update, frame):
+    """Apply update to ary[idx], traced when ary is a TracedArray; return the old value."""
+    if isinstance(ary, TracedArray):
+        return ary.atomic(idx, update, frame)
+    old = ary[idx]
+    ary[idx] = update(old)
+    return old
+
+
+def _atomic_op(update):
+    """A cuda.atomic method from update(old, val) -> new."""
+
+    def op(self, ary, idx, val):
+        return _atomic(ary, idx, lambda old: update(old, val), sys._getframe(1))
+
+    return op
+
+
+class _Atomic:
+    """cuda.atomic: recorded as a load and a store, never a race with another atomic."""
+
+    add = _atomic_op(lambda old, v: old + v)
+    sub = _atomic_op(lambda old, v: old - v)
+    max = _atomic_op(lambda old, v: max(old, v))
+    min = _atomic_op(lambda old, v: min(old, v))
+    exch = _atomic_op(lambda old, v: v)
+    and_ = _atomic_op(lambda old, v: old & v)
+    or_ = _atomic_op(lambda old, v: old | v)
+    xor = _atomic_op(lambda old, v: old ^ v)
+    inc = _atomic_op(lambda old, v: 0 if old >= v else old + 1)
+    dec = _atomic_op(lambda old, v: v if old == 0 or old > v else old - 1)
+
+    def cas(self, ary, idx, old, val):
+        return _atomic(ary, idx, lambda cur: val if cur == old else cur, sys._getframe(1))
+
+
+class FakeCuda:
+    """Stands in for the `cuda` module inside a traced kernel and its device functions (Chapter 2)."""
+
+    warpsize = WARP_SIZE
+
+    def __init__(self, rec, real):
+        self._rec, self._real = rec, real
+        self.gridDim, self.blockDim = Dim3(*rec.griddim), Dim3(*rec.blockdim)
+        self.threadIdx = self.blockIdx = Dim3(0, 0, 0)
+        self.shared, self.local, self.const, self.atomic = _Shared(rec), _Local(), _Const(), _Atomic()
+
+    @property
+    def laneid(self):
+        return self._rec.lane
+
+    def grid(self, ndim):
+        """Absolute thread position: an int for ndim 1, else a tuple."""
+        b, d, t = self.blockIdx, self.blockDim, self.threadIdx
+        pos = (b.x * d.x + t.x, b.y * d.y + t.y, b.z * d.z + t.z)
+        return pos[0] if ndim == 1 else pos[:ndim]
+
+    def gridsize(self, ndim):
+        """Threads in the grid per dimension: an int for ndim 1, else a tuple."""
+        d, g = self.blockDim, self.gridDim
+        size = (d.x * g.x, d.y * g.y, d.z * g.z)
+        return size[0] if ndim == 1 else size[:ndim]
+
+    def syncthreads(self, *args):
+        """Reached only when a barrier was not rewritten (e.g. in a device function)."""
+        raise TraceError("the tracer supports cuda.syncthreads() only as a call written in the kernel")
+
+    syncthreads_count = syncthreads_and = syncthreads_or = syncthreads
+
+    def threadfence(self):
+        pass
+
+    threadfence_block = threadfence_system = threadfence
+
+    def syncwarp(self, mask=0xFFFFFFFF):
+        pass
+
+    def fma(self, a, b, c):
+        return a * b + c
+
+    def selp(self, cond, a, b):
+        return a if cond else b
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _python_function(obj):
+    """The Python function behind a CUDADispatcher, a FakeCUDAKernel or a plain function."""
+    if isinstance(obj, types.FunctionType):
+        return obj
+    for attr in ("py_func", "fn"):
+        fn = getattr(obj, attr, None)
+        if isinstance(fn, types.FunctionType):
+            return fn
+    raise TraceError(f"expected a @cuda.jit kernel or a Python function, got {type(obj).__name__}")
+
+
+def _is_cuda_function(obj):
+    """A @cuda.jit object (kernel or device function) of the simulator or the GPU target."""
+    return type(obj).__module__.startswith("numba") and isinstance(
+        getattr(obj, "py_func", None), types.FunctionType
+    )
+
+
+def _names(code):
+    """Global names used by a code object and the code objects nested in it."""
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _names(c)
+    return out
+
+
+class _BarrierToYield(ast.NodeTransformer):
+    """Rewrite cuda.syncthreads*(v) calls into `(yield (op, v))`."""
+
+    def __init__(self, env, cuda_module):
+        self.env, self.cuda, self.found = env, cuda_module, 0
+
+    def _resolve(self, node):
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id)
+        if isinstance(node, ast.Attribute):
+            return getattr(self._resolve(node.value), node.attr, None)
+        return None
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f, op = node.func, None
+        if isinstance(f, ast.Attribute) and f.attr in _BARRIERS and self._resolve(f.value) is self.cuda:
+            op = _BARRIERS[f.attr]
+        elif isinstance(f, ast.Name) and self.cuda is not None and f.id in self.env:
+            obj = self.env[f.id]
+            op = next((o for n, o in _BARRIERS.items() if obj is getattr(self.cuda, n, 0)), None)
+        if op is None:
+            return node
+        self.found += 1
+        arg = node.args[0] if node.args else ast.Constant(None)
+        return ast.copy_location(ast.Yield(ast.Tuple([ast.Constant(op), arg], ast.Load())), node)
+
+
+def _cell_value(cell):
+    """A closure cell's value (None while unassigned)."""
+    try:
+        return cell.cell_contents
+    except ValueError:  # a closure variable not assigned yet
+        return None
+
+
+def _instrument(fn, fake, memo, kernel):
+    """fn recompiled from its source with `cuda` -> fake and device functions instrumented."""
+    if id(fn) in memo:
+        return memo[id(fn)]
+    try:
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as e:
+        raise TraceError(
+            f"cannot read the source of {fn.__name__} ({e}); define it in a file or cell"
+        ) from None
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise TraceError(f"{fn.__name__} is not defined by a plain def statement")
+    fdef.decorator_list = []
+    ast.increment_lineno(tree, start - 1)  # keep the real line numbers
+    cuda_module = sys.modules.get("numba.cuda")
+    cells = dict(zip(fn.__code__.co_freevars, map(_cell_value, fn.__closure__ or ()), strict=True))
+    barriers = _BarrierToYield({**fn.__globals__, **cells}, cuda_module)
+    barriers.visit(fdef)
+    if barriers.found and not kernel:
+        raise TraceError(
+            f"device function {fn.__name__} calls syncthreads; the tracer allows it in kernels only"
+        )
+
+    def swap(v):
+        if v is cuda_module and v is not None:
+            return fake
+        return _instrument(_python_function(v), fake, memo, False) if _is_cuda_function(v) else v
+
+    env = dict(fn.__globals__)
+    if cells:  # rebuild the closure: def factory(free vars): def fn ...; return fn
+        factory = ast.parse(f"def _cudalearn_factory({', '.join(cells)}):\n    pass").body[0]
+        factory.body = [fdef, ast.Return(ast.Name(fdef.name, ast.Load()))]
+        tree.body = [factory]
+    ast.fix_missing_locations(tree)
+    exec(compile(tree, fn.__code__.co_filename, "exec"), env)
+    new = env.pop("_cudalearn_factory")(*map(swap, cells.values())) if cells else env[fdef.name]
+    memo[id(fn)] = new
+    for name in _names(fn.__code__) & env.keys():
+        env[name] = swap(env[name])
+    if kernel and not inspect.isgeneratorfunction(new):
+        plain = new
+
+        def new(*args):
+            plain(*args)
+            return
+            yield
+
+    return new
+
+
+def _to_host(arg):
+    """A writable numpy copy of an array argument, or None for a scalar."""
+    if isinstance(arg, np.ndarray):
+        return np.array(arg, copy=True, order="K") if arg.ndim else None
+    if hasattr(arg, "copy_to_host"):
+        return arg.copy_to_host()
+    if all(hasattr(arg, a) for a in ("detach", "cpu", "numpy")):
+        return arg.detach().cpu().numpy().copy()
+    return None
+
+
+def trace(kernel, griddim, blockdim, *args) -> TraceReport:
+    """Run kernel[griddim, blockdim](*args) on the CPU and report its memory accesses (Chapters 2-5).
+
+    kernel: a @cuda.jit kernel (simulator or GPU target) or a plain Python function.
+    griddim, blockdim: an int or a tuple of 1-3 ints. args: numpy arrays (copied: the
+    kernel's writes land in report.outputs), device arrays (copied to the host) or scalars.
+    """
+    fn = _python_function(kernel)
+    griddim, blockdim = dim3(griddim, "griddim"), dim3(blockdim, "blockdim")
+    per_block = int(np.prod(blockdim))
+    nthreads = int(np.prod(griddim)) * per_block
+    if per_block > MAX_BLOCK_THREADS:
+        raise TraceError(f"blockdim {blockdim} has {per_block} threads; CUDA allows at most 1024 a block")
+    if nthreads > MAX_THREADS:
+        raise TraceError(
+            f"launch {griddim} x {blockdim} has {nthreads} threads; the tracer runs each in Python"
+            f" and accepts at most {MAX_THREADS}: trace the same kernel on a smaller problem (e.g. N=64)"
+        )
+    rec = Recorder(griddim, blockdim, fn.__code__.co_filename)
+    fake = FakeCuda(rec, sys.modules.get("numba.cuda"))
+    run = _instrument(fn, fake, {}, kernel=True)
+    names = list(inspect.signature(fn).parameters)
+    names += [f"arg{i}" for i in range(len(names), len(args))]
+    traced, outputs = [], []
+    for name, arg in zip(names, args, strict=False):
+        host = _to_host(arg)
+        outputs.append(arg if host is None else host)
+        traced.append(arg if host is None else rec.allocate(name, False, 0, host))
+    gc_enabled = gc.isenabled()
+    gc.disable()  # a trace makes millions of small long-lived tuples; collecting them costs ~1/3
+    try:
+        with np.errstate(all="ignore"):  # a GPU does not warn on overflow or 0/0
+            for bz in range(griddim[2]):
+                for by in range(griddim[1]):
+                    for bx in range(griddim[0]):
+                        _run_block(rec, fake, run, traced, (bx, by, bz))
+    finally:
+        if gc_enabled:
+            gc.enable()
+    rep = rec.report
+    rep.kernel, rep.outputs = fn.__name__, outputs
+    rep.by_line = dict(sorted(rep.by_line.items(), key=lambda kv: (isinstance(kv[0], tuple), kv[0])))
+    return rep
+
+
+def _run_block(rec, fake, run, args, block):
+    """Run one block's threads phase by phase: each thread, in warp order, to its next barrier."""
+    bx, by, bz = rec.blockdim
+    threads = [(x, y, z) for z in range(bz) for y in range(by) for x in range(bx)]
+    dims = [Dim3(*t) for t in threads]
+    fake.blockIdx = Dim3(*block)
+    rec.begin_block(block)
+    counts = [{} for _ in threads]
+    gens = [run(*args) for _ in threads]
+    sends = [None] * len(threads)
+    live = list(range(len(threads)))
+    while live:
+        waiting, exited = [], []
+        for tid in live:
+            rec.lane, rec.warp = tid % WARP_SIZE, tid // WARP_SIZE
+            rec.thread, rec.counts, fake.threadIdx = threads[tid], counts[tid], dims[tid]
+            try:
+                op, value = gens[tid].send(sends[tid])
+            except StopIteration:
+                exited.append(tid)
+                continue
+            except (TraceOutOfBounds, TraceError):
+                raise
+            except Exception as e:
+                e.add_note(f"(raised by thread {threads[tid]} of block {block} under cudalearn.trace)")
+                raise
+            waiting.append((tid, op, value, gens[tid].gi_frame.f_lineno))
+        rec.end_phase()
+        _barrier_results(rec, waiting, exited, sends, threads, block)
+        live = [w[0] for w in waiting]
+    rec.end_block()
+
+
+def _barrier_results(rec, waiting, exited, sends, threads, block):
+    """Values of syncthreads_count/and/or for the threads at a barrier; warnings for divergence."""
+    if not waiting:
+        return
+    lines = sorted({w[3] for w in waiting})
+    if exited:
+        msg = (
+            f"block {block}: {len(exited)} threads (first {threads[exited[0]]}) returned while"
+            f" {len(waiting)} others waited at syncthreads on line {lines[0]}; undefined on a GPU"
+        )
+        _warn(rec, ("exit", lines[0]), msg)
+    if len(lines) > 1:
+        msg = f"block {block}: threads wait at different syncthreads (lines {lines}); undefined on a GPU"
+        _warn(rec, ("lines", tuple(lines)), msg)
+    truthy = sum(1 for w in waiting if w[2])
+    result = {"sync": None, "count": truthy, "and": int(truthy == len(waiting)), "or": int(truthy > 0)}
+    for tid, op, _, _ in waiting:
+        sends[tid] = result[op]
+
+
+def _warn(rec, key, msg):
+    """Add a warning to the report once per key (as the first block shows it)."""
+    if key not in rec.warned:
+        rec.warned.add(key)
+        rec.report.warnings.append(msg)

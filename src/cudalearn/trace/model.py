@@ -1,0 +1,51 @@
+"""The tracer's machine model: constants, errors and thread coordinates (Chapters 2-4)."""
+
+import numpy as np
+
+WARP_SIZE = 32
+NUM_BANKS = 32  # shared-memory banks
+BANK_BYTES = 4  # bytes per bank word
+SECTOR_BYTES = 32  # global-memory sector
+SHARED_ALIGN = 128  # each shared array starts at a multiple of this many bytes
+MAX_STATIC_SHARED = 48 * 1024  # static shared memory a block may declare
+MAX_BLOCK_THREADS = 1024
+MAX_THREADS = 2**16  # the tracer runs every thread in Python
+MAX_RACES = 20  # races kept in a report (all are counted)
+MAX_KEPT_REQUESTS = 50_000  # shared requests kept for shared_request / bank_diagram
+LOAD, STORE, ATOMIC = 0, 1, 2
+
+
+class TraceError(RuntimeError):
+    """A kernel or launch the tracer cannot run (Chapter 2)."""
+
+
+class TraceOutOfBounds(IndexError):
+    """An array access outside its shape, with array, index, thread and line (Chapter 2)."""
+
+    def __init__(self, message, array, index, shape, thread, block, line):
+        super().__init__(message)
+        self.array, self.index, self.shape = array, index, shape
+        self.thread, self.block, self.line = thread, block, line
+
+
+class Dim3:
+    """threadIdx / blockIdx / blockDim / gridDim: an object with .x .y .z (Chapter 2)."""
+
+    __slots__ = ("x", "y", "z")
+
+    def __init__(self, x, y, z):
+        self.x, self.y, self.z = x, y, z
+
+    def __iter__(self):
+        return iter((self.x, self.y, self.z))
+
+    def __repr__(self):
+        return f"({self.x}, {self.y}, {self.z})"
+
+
+def dim3(d, what, least=1) -> tuple:
+    """An int or a 1-3 tuple of ints >= least as an (x, y, z) tuple, missing ones = least."""
+    t = tuple(d) if isinstance(d, (tuple, list)) else (d,)
+    if not 1 <= len(t) <= 3 or not all(isinstance(v, (int, np.integer)) and v >= least for v in t):
+        raise TraceError(f"{what} must be an int or a tuple of 1-3 ints >= {least}, got {d!r}")
+    return tuple(int(v) for v in t) + (least,) * (3 - len(t))

@@ -1,0 +1,235 @@
+"""What a trace reports: counters, lines, races, kept shared requests, the bank diagram (Chapters 2-5)."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cudalearn.trace.model import MAX_KEPT_REQUESTS, NUM_BANKS, dim3
+
+
+@dataclass
+class Counts:
+    """Warp requests and their cost, split into loads and stores (Chapters 2-4).
+
+    Shared: wavefronts, and bank conflicts = wavefronts beyond the ideal
+    ceil(distinct 4-byte words / 32) of each request. Global: 32-byte sectors.
+    """
+
+    shared_load_requests: int = 0
+    shared_load_wavefronts: int = 0
+    shared_load_bank_conflicts: int = 0
+    shared_store_requests: int = 0
+    shared_store_wavefronts: int = 0
+    shared_store_bank_conflicts: int = 0
+    global_load_requests: int = 0
+    global_load_sectors: int = 0
+    global_store_requests: int = 0
+    global_store_sectors: int = 0
+
+    @property
+    def shared_requests(self) -> int:
+        return self.shared_load_requests + self.shared_store_requests
+
+    @property
+    def shared_wavefronts(self) -> int:
+        return self.shared_load_wavefronts + self.shared_store_wavefronts
+
+    @property
+    def bank_conflicts(self) -> int:
+        return self.shared_load_bank_conflicts + self.shared_store_bank_conflicts
+
+    @property
+    def global_requests(self) -> int:
+        return self.global_load_requests + self.global_store_requests
+
+    @property
+    def global_sectors(self) -> int:
+        return self.global_load_sectors + self.global_store_sectors
+
+    def add(self, name, requests, cost, conflicts=0):
+        """Add requests of one kind ('shared_load', 'global_store', ...) and their cost."""
+        unit = "_wavefronts" if name.startswith("shared") else "_sectors"
+        setattr(self, name + "_requests", getattr(self, name + "_requests") + requests)
+        setattr(self, name + unit, getattr(self, name + unit) + cost)
+        if conflicts:
+            setattr(self, name + "_bank_conflicts", getattr(self, name + "_bank_conflicts") + conflicts)
+
+    def counters(self) -> dict:
+        """All counters, measured and summed, as a flat dict of ints (Chapter 4)."""
+        names = [f for f in Counts.__dataclass_fields__]
+        names += [
+            "shared_requests",
+            "shared_wavefronts",
+            "bank_conflicts",
+            "global_requests",
+            "global_sectors",
+        ]
+        return {n: getattr(self, n) for n in names}
+
+
+@dataclass
+class LineStats(Counts):
+    """Counters of one source line (Chapter 4)."""
+
+    file: str = ""
+    line: int = 0
+    source: str = ""
+    races: int = 0
+
+
+@dataclass(frozen=True)
+class Race:
+    """Two unordered accesses to one element, at least one a write (Chapter 3)."""
+
+    array: str
+    index: tuple
+    kind: str  # 'read-write' or 'write-write'
+    first: tuple  # (block, thread) of the earlier access, each an (x, y, z)
+    second: tuple  # (block, thread) of the later access
+    first_line: int
+    second_line: int
+
+    def __str__(self):
+        (b1, t1), (b2, t2) = self.first, self.second
+        idx = ", ".join(map(str, self.index))
+        return (
+            f"{self.kind} race on {self.array}[{idx}]: thread {t1} of block {b1}"
+            f" (line {self.first_line}) and thread {t2} of block {b2}"
+            f" (line {self.second_line}) with no syncthreads between them"
+        )
+
+
+@dataclass
+class SharedRequest:
+    """One warp's shared-memory request: which lane touches which byte address (Chapter 4)."""
+
+    array: str
+    store: bool
+    itemsize: int
+    lanes: list  # lane of each access
+    addresses: list  # byte address of each access in the block's shared space
+
+    def banks(self) -> dict:
+        """Map bank -> {4-byte word: sorted lanes touching it}, banks and words sorted."""
+        out = {}
+        for lane, addr in zip(self.lanes, self.addresses, strict=True):
+            for word in range(addr // 4, (addr + self.itemsize - 1) // 4 + 1):
+                out.setdefault(word % NUM_BANKS, {}).setdefault(word, set()).add(lane)
+        return {b: {w: sorted(ls) for w, ls in sorted(out[b].items())} for b in sorted(out)}
+
+    @property
+    def wavefronts(self) -> int:
+        return max(len(words) for words in self.banks().values())
+
+    @property
+    def bank_conflicts(self) -> int:
+        words = sum(len(ws) for ws in self.banks().values())
+        return self.wavefronts - max(1, -(-words // NUM_BANKS))
+
+
+def _line_order(key):
+    """Sort key of by_line: the kernel's lines by number, then other files' (file, line)."""
+    return (isinstance(key, tuple), key)
+
+
+@dataclass(repr=False)
+class TraceReport(Counts):
+    """What a traced kernel did to memory: totals, per line, races, outputs (Chapters 2-5).
+
+    by_line maps a line number of the kernel's file (or (file, line) for device
+    functions in other files) to its LineStats; outputs holds the arrays after
+    the kernel ran, aligned with the arguments.
+    """
+
+    kernel: str = ""
+    griddim: tuple = (1, 1, 1)
+    blockdim: tuple = (1, 1, 1)
+    races: list = field(default_factory=list)
+    race_count: int = 0
+    by_line: dict = field(default_factory=dict)
+    outputs: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    kept_requests: dict = field(default_factory=dict)  # (block, warp, line, k) -> [SharedRequest]
+
+    def __repr__(self):
+        return (
+            f"<TraceReport {self.kernel}: {self.shared_requests} shared requests,"
+            f" {self.bank_conflicts} bank conflicts, {self.global_sectors} global"
+            f" sectors, {self.race_count} races>"
+        )
+
+    def __str__(self):
+        return self.table()
+
+    def table(self) -> str:
+        """Per-line counts with the source text, totals, races and warnings (Chapter 4)."""
+        head = ("line", "sh.req", "sh.wave", "confl", "gl.req", "sectors", "races")
+        rows = [f"{head[0]:>6} " + " ".join(f"{h:>8}" for h in head[1:]) + "  source"]
+        for key in sorted(self.by_line, key=_line_order):
+            s = self.by_line[key]
+            where = key if isinstance(key, int) else f"{s.file}:{s.line}"
+            rows.append(f"{where:>6} " + _cells(s, s.races) + "  " + s.source)
+        rows.append(f"{'total':>6} " + _cells(self, self.race_count))
+        threads = int(np.prod(self.griddim) * np.prod(self.blockdim))
+        out = [f"{self.kernel}[{self.griddim}, {self.blockdim}]: {threads} threads", *rows]
+        if self.race_count:
+            shown = f" (first {len(self.races)})" if self.race_count > len(self.races) else ""
+            out += [f"{self.race_count} races{shown}:"] + [f"  {r}" for r in self.races]
+        out += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(out)
+
+    def shared_request(self, line, warp=0, block=(0, 0, 0), occurrence=0, array=None, store=None):
+        """The kept shared request of one warp for the occurrence-th execution of a line (Chapter 4)."""
+        block = dim3(block, "block", least=0)
+        found = self.kept_requests.get((block, warp, line, occurrence), [])
+        found = [r for r in found if array in (None, r.array) and store in (None, r.store)]
+        if not found:
+            lines = sorted({k[2] for k in self.kept_requests}, key=_line_order)
+            raise KeyError(
+                f"no shared request kept for line {line}, warp {warp}, block {block},"
+                f" occurrence {occurrence}; lines with shared requests: {lines}"
+                f" (the first {MAX_KEPT_REQUESTS} requests are kept)"
+            )
+        return found[0]
+
+    def bank_diagram(self, line, warp=0, block=(0, 0, 0), occurrence=0, array=None, store=None):
+        """A matplotlib Figure of one request: banks across, wavefronts down, lanes in cells (Chapter 4)."""
+        from matplotlib.figure import Figure
+        from matplotlib.patches import Rectangle
+
+        req = self.shared_request(line, warp, block, occurrence, array, store)
+        depth = req.wavefronts
+        fig = Figure(figsize=(16, 1.4 + 0.4 * depth))
+        ax = fig.add_subplot()
+        for bank, words in req.banks().items():
+            for row, lanes in enumerate(words.values()):
+                color = "#9ecae1" if row == 0 else "#fc9272"
+                ax.add_patch(Rectangle((bank, row), 1, 1, facecolor=color, edgecolor="white"))
+                ax.text(bank + 0.5, row + 0.5, _lanes_label(lanes), ha="center", va="center", fontsize=7)
+        ax.set_xlim(0, NUM_BANKS)
+        ax.set_ylim(depth, 0)
+        ax.set_xticks([b + 0.5 for b in range(NUM_BANKS)], [str(b) for b in range(NUM_BANKS)], fontsize=7)
+        ax.set_yticks([r + 0.5 for r in range(depth)], [str(r + 1) for r in range(depth)], fontsize=7)
+        ax.set_xlabel("bank (a cell lists the lanes that touch one 4-byte word; several lanes = broadcast)")
+        ax.set_ylabel("wavefront")
+        op = "store to" if req.store else "load from"
+        ax.set_title(
+            f"line {line}: warp {warp} of block {block}, {op} {req.array}:"
+            f" {depth} wavefront{'s' if depth > 1 else ''},"
+            f" {req.bank_conflicts} bank conflict{'' if req.bank_conflicts == 1 else 's'}"
+        )
+        fig.tight_layout()
+        return fig
+
+
+def _cells(c, races):
+    """The numeric cells of one table row."""
+    vals = (c.shared_requests, c.shared_wavefronts, c.bank_conflicts, c.global_requests, c.global_sectors)
+    return " ".join(f"{v:>8}" for v in (*vals, races))
+
+
+def _lanes_label(lanes):
+    """Lanes in a diagram cell: '5', '0,16', '0-31' or 'n lanes'."""
+    if len(lanes) > 2 and lanes[-1] - lanes[0] == len(lanes) - 1:
+        return f"{lanes[0]}-{lanes[-1]}"
+    return ",".join(map(str, lanes)) if len(lanes) <= 3 else f"{len(lanes)} lanes"
