@@ -45,6 +45,7 @@ def run_header() -> dict[str, Any]:
         "compute_capability": list(info.compute_capability or ()),
         "sms": info.sms,
         "memory_bytes": info.memory_bytes,
+        "device_count": device.device_count(),
         "mode": info.mode,
         "date": _dt.date.today().isoformat(),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
