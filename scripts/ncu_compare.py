@@ -6,7 +6,10 @@
     python scripts/ncu_compare.py launch [NAME ...]          # used by `gpu`: run patterns on the GPU
 
 Each pattern is a small float32 (or float64) kernel with a fixed launch, so
-tracing it on the CPU takes well under a second (the matmuls about one).
+tracing it on the CPU takes well under a second (the matmuls about one to
+three). Besides the hand-written patterns below, the course's own kernels of
+Chapters 2-4 (cudalearn.kernels: naive, tiled, padded and transposed-tile
+matmuls, transposes) are compared, each under a name of its own.
 `gpu` runs ONE ncu process over `launch`, which runs every pattern once, and
 writes FILE.json plus ncu's raw CSV beside it (FILE.ncu.csv). With numba-cuda
 0.30 the GPU side needs numpy < 2.5 (see `cudalearn doctor`). KNOWN lists the
@@ -24,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,6 +161,36 @@ def matmul_tiled_16(A, B, C):
     C[row, col] = acc
 
 
+def course_modules():
+    """cudalearn.kernels' matmul, tiled and transpose modules, imported in a mode this process can give.
+
+    Importing cudalearn.kernels runs cudalearn.setup(); with Numba's real CUDA
+    target and no GPU (tracing on a laptop), that is the 'compile' mode.
+    """
+    from numba import config
+
+    from cudalearn import device
+
+    if not config.ENABLE_CUDASIM and not cuda.is_available():
+        device.setup("compile", quiet=True)
+    from cudalearn.kernels import matmul, tiled, transpose
+
+    return matmul, tiled, transpose
+
+
+def course_kernel(name, kernel):
+    """A copy of a course kernel (cudalearn.kernels) under its own name, so ncu shows it apart.
+
+    The copy shares the kernel's code, globals and closure (its tile size), so
+    it compiles to the same machine code and the tracer reads the same source.
+    """
+    fn = kernel.py_func
+    copy = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+    copy.__qualname__ = name
+    copy.__doc__ = fn.__doc__
+    return cuda.jit(copy)
+
+
 def make_global_stride(stride, dtype=float32):
     """out[t] = inp[t * stride]: 32 lanes x stride x itemsize bytes spread over sectors."""
 
@@ -205,6 +239,28 @@ def patterns() -> dict:
         found.append(Pattern(make_global_stride(s), (1,), (THREADS,), [f32, out], 1, f32[idx * s]))
     f64 = np.arange(THREADS, dtype=np.float64)
     found.append(Pattern(make_global_stride(1, float64), (1,), (THREADS,), [f64, f64 * 0], 1, f64))
+    # the course's own kernels (Chapters 2-4), on the same A, B (N x N) and a 64 x 64 transpose
+    course_matmul, course_tiled, course_transpose = course_modules()
+    mm = [
+        ("course_matmul_naive", course_matmul.matmul_naive, 16),
+        ("course_tiled_16x16", course_tiled.matmul_tiled16, 16),
+        ("course_tiled_32x32", course_tiled.matmul_tiled32, 32),
+        ("course_tiled_32x33", course_tiled.matmul_tiled32_padded, 32),
+        ("course_bt_32x32", course_tiled.matmul_bt_tiled32, 32),
+        ("course_bt_32x33", course_tiled.matmul_bt_tiled32_padded, 32),
+    ]
+    for name, kernel, t in mm:
+        found.append(Pattern(course_kernel(name, kernel), (N // t, N // t), (t, t), [A, B, C], 2, A @ B))
+    src = rng.standard_normal((N, N)).astype(np.float32)
+    tr = [
+        ("course_transpose_naive", course_transpose.transpose_naive),
+        ("course_transpose_32x32", course_transpose.transpose_tiled32),
+        ("course_transpose_32x33", course_transpose.transpose_tiled32_padded),
+    ]
+    for name, kernel in tr:
+        found.append(
+            Pattern(course_kernel(name, kernel), (N // 32, N // 32), (32, 32), [src, src * 0], 1, src.T)
+        )
     byname = {p.kernel.py_func.__name__: p for p in found}
     clash = [(a, b) for a in byname for b in byname if a != b and a in b]
     assert not clash, f"a pattern name inside another breaks ncu row matching: {clash}"

@@ -210,17 +210,18 @@ def report(env: dict[str, Any] | None = None) -> str:
     cc = env.get("compute_capability")
     mem = env.get("memory_bytes")
     fmt = lambda t: ".".join(map(str, t)) if t else "not found"  # noqa: E731
-    lines = [
-        f"mode:              {env['mode']}",
-        f"device:            {env['device']}",
-        f"compute capability: {fmt(cc) if cc else '-'}",
-        f"SMs:               {env.get('sms') or '-'}",
-        f"memory:            {f'{mem / 2**30:.1f} GiB' if mem else '-'}",
-        f"driver:            {env.get('driver') or 'not found'} (CUDA {fmt(env.get('driver_cuda'))})",
-        f"toolkit (NVRTC):   {fmt(env.get('toolkit'))}",
-        f"python:            {env.get('python')}",
+    rows = [
+        ("mode", env["mode"]),
+        ("device", env["device"]),
+        ("compute capability", fmt(cc) if cc else "-"),
+        ("SMs", env.get("sms") or "-"),
+        ("memory", f"{mem / 2**30:.1f} GiB" if mem else "-"),
+        ("driver", f"{env.get('driver') or 'not found'} (CUDA {fmt(env.get('driver_cuda'))})"),
+        ("toolkit (NVRTC)", fmt(env.get("toolkit"))),
+        ("python", env.get("python")),
     ]
-    lines += [f"{name + ':':<19}{ver or 'not installed'}" for name, ver in env["versions"].items()]
+    rows += [(name, ver or "not installed") for name, ver in env["versions"].items()]
+    lines = [f"{name + ':':<20}{value}" for name, value in rows]
     if cc:
         tc = tensor_core_precisions(cc)
         lines.append(

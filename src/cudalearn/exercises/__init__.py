@@ -16,6 +16,13 @@ from cudalearn.exercises.basics import (
     check_round_trip,
     check_vector_add,
 )
+from cudalearn.exercises.tiling import (
+    check_bank_of,
+    check_global_bytes_tiled,
+    check_matmul_no_conflict,
+    check_matmul_tiled,
+    check_transpose_no_conflict,
+)
 
 __all__ = [
     "check_attainable",
@@ -28,4 +35,9 @@ __all__ = [
     "check_matmul_loops",
     "check_round_trip",
     "check_vector_add",
+    "check_bank_of",
+    "check_global_bytes_tiled",
+    "check_matmul_no_conflict",
+    "check_matmul_tiled",
+    "check_transpose_no_conflict",
 ]
