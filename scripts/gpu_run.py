@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import linecache
 import os
 import subprocess
 import sys
@@ -53,8 +54,11 @@ def exec_notebook(path: Path) -> int:
     ns = {"__name__": "__main__"}
     for i, src in enumerate(cell_sources(path)):
         t0 = time.time()
+        name = f"{path.name}[cell {i}]"
+        # register the cell's text, so inspect.getsource works on what it defines (show_source, the tracer)
+        linecache.cache[name] = (len(src), None, src.splitlines(keepends=True), name)
         try:
-            exec(compile(src, f"{path.name}[cell {i}]", "exec"), ns)
+            exec(compile(src, name, "exec"), ns)
         except Exception:
             traceback.print_exc()
             print(f"FAILED {path.name} cell {i}", file=sys.stderr)

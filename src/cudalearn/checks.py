@@ -82,7 +82,7 @@ def check_shape_dtype(actual: Any, expected: np.ndarray, name: str = "result") -
 def _in_last_partial_block(bad: np.ndarray, block: Sequence[int]) -> int | None:
     """The axis whose last partial block holds every wrong element, or None."""
     for axis, (n, b) in enumerate(zip(bad.shape, block, strict=True)):
-        if b and n % b:
+        if b and n > b and n % b:  # at least one full block, and a partial one
             tail = np.zeros_like(bad)
             sl = [slice(None)] * bad.ndim
             sl[axis] = slice(n - n % b, n)
