@@ -76,14 +76,23 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="JSON file to store the figures in")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per notebook")
     parser.add_argument("--exec", type=Path, help=argparse.SUPPRESS)  # child process
-    parser.add_argument("notebooks", nargs="*", type=Path, help="default: book/*.ipynb solutions/*.ipynb")
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        type=Path,
+        help="notebooks and bench scripts (default: all of book/, solutions/, scripts/bench_*.py)",
+    )
     args = parser.parse_args()
     if args.exec:
         return exec_notebook(args.exec)
     if args.out is None:
         parser.error("--out is required")
-    notebooks = args.notebooks or sorted(ROOT.glob("book/*.ipynb")) + sorted(ROOT.glob("solutions/*.ipynb"))
-    benches = [] if args.notebooks else sorted(ROOT.glob("scripts/bench_*.py"))
+    if args.notebooks:
+        notebooks = [p.resolve() for p in args.notebooks if p.suffix == ".ipynb"]
+        benches = [p.resolve() for p in args.notebooks if p.suffix == ".py"]
+    else:
+        notebooks = sorted(ROOT.glob("book/*.ipynb")) + sorted(ROOT.glob("solutions/*.ipynb"))
+        benches = sorted(ROOT.glob("scripts/bench_*.py"))
     out = args.out.resolve()
     partial = out.with_suffix(".partial.json")
     partial.unlink(missing_ok=True)

@@ -55,9 +55,18 @@ METRICS = {
     "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": "global_store_sectors",
 }
 # (pattern, tracer counter) -> why ncu differs; seen on an H200 with ncu 2025.3.1, numba-cuda 0.30.4
+_MERGED_A = "compiler: 4 sA[ty, k] reads -> one 128-bit load"
+_MERGED_AB = "compiler: 4 reads of each tile along k -> one 128-bit load; conflicts per wavefront kept"
 KNOWN = {
-    ("matmul_tiled_16", "shared_load_requests"): "compiler: 4 sA[ty, k] reads -> one 128-bit load",
-    ("matmul_tiled_16", "shared_load_wavefronts"): "compiler: 4 sA[ty, k] reads -> one 128-bit load",
+    **{
+        (name, counter): _MERGED_A
+        for name in ("matmul_tiled_16", "course_tiled_16x16", "course_tiled_32x32", "course_bt_32x33")
+        for counter in ("shared_load_requests", "shared_load_wavefronts")
+    },
+    **{
+        ("course_bt_32x32", counter): _MERGED_AB
+        for counter in ("shared_load_requests", "shared_load_wavefronts", "shared_load_bank_conflicts")
+    },
 }
 N = 64  # matmul size
 TILE = 16

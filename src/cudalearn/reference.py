@@ -26,8 +26,10 @@ DATA_PACKAGE = "cudalearn.data.reference"
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": platform.python_version()}
-    for dist in ("cudalearn", "numba", "numba-cuda", "numpy", "llvmlite", "torch"):
+    import cudalearn
+
+    out = {"python": platform.python_version(), "cudalearn": cudalearn.__version__}
+    for dist in ("numba", "numba-cuda", "numpy", "llvmlite", "torch"):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:
@@ -94,9 +96,16 @@ def load(name: str | None = None) -> dict[str, Any]:
 
 
 def lookup(key: str, name: str | None = None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """(figures for `key` or None, the file's header) from the stored reference results."""
-    data = load(name)
-    return data.get("figures", {}).get(key), data
+    """(figures for `key` or None, the header of the file that has them) from the stored results.
+
+    Without `name`, every stored file is searched, `h200.json` first.
+    """
+    names = [name] if name else sorted(reference_files(), key=lambda n: (n != "h200.json", n))
+    for n in names:
+        data = load(n)
+        if key in data.get("figures", {}):
+            return data["figures"][key], data
+    return None, load(name) if name else {"device": None, "figures": {}}
 
 
 def label(data: dict[str, Any]) -> str:
