@@ -11,17 +11,10 @@ from cudalearn.sizes import size
 __version__ = "0.1.0"
 __all__ = ["setup", "mode", "info", "device_count", "torch_device", "size", "show_source", "SETUP_CELL"]
 
+from cudalearn.colab import setup_cell as _setup_cell  # noqa: E402  (reads __version__)
+
 #: The first code cell of every notebook (a test checks that they all use exactly this text).
-SETUP_CELL = """\
-# Course setup: the same first cell in every notebook (chapter 0 explains it).
-import sys
-
-if "google.colab" in sys.modules:  # on Colab: install the course once per runtime
-    %pip uninstall -q -y cuda-python
-    %pip install -q "numba-cuda[cu12]==0.30.4" "cudalearn @ git+https://github.com/cudalearn/cudalearn"
-import cudalearn
-
-cudalearn.setup()"""
+SETUP_CELL = _setup_cell()
 
 
 def show_source(obj) -> None:

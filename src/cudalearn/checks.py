@@ -190,6 +190,13 @@ def _overwritten(zone: np.ndarray) -> int:
     return int((~_is_sentinel(zone)).sum())
 
 
+def _out_of_bounds(e: IndexError) -> AssertionError:
+    return AssertionError(
+        f"your kernel indexed outside an array: {e}. Guard the threads of the last "
+        f"partial block (e.g. `if i < out.shape[0]:`) so no thread reads or writes past the end."
+    )
+
+
 def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any) -> list[Any]:
     """Launch a student's kernel on copies of `args`; return the host copies after the launch (all labs).
 
@@ -207,10 +214,7 @@ def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any) -> list[Any
         try:
             kernel[griddim, blockdim](*host)
         except IndexError as e:
-            raise AssertionError(
-                f"your kernel indexed outside an array: {e}. Guard the threads of the last "
-                f"partial block (e.g. `if i < out.shape[0]:`) so no thread reads or writes past the end."
-            ) from None
+            raise _out_of_bounds(e) from None
         return host
     bufs, dev_args = {}, []
     for i, a in enumerate(args):
@@ -226,6 +230,8 @@ def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any) -> list[Any
     try:
         kernel[griddim, blockdim](*dev_args)
         cuda.synchronize()
+    except IndexError as e:
+        raise _out_of_bounds(e) from None
     except CudaAPIError as e:  # e.g. an illegal address, which kills the CUDA context
         raise AssertionError(
             f"your kernel crashed on the GPU: {type(e).__name__}: {e}. This is usually an access "

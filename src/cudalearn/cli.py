@@ -1,4 +1,4 @@
-"""The `cudalearn` command: doctor, labs build/check, clean, reference (all chapters)."""
+"""The `cudalearn` command: doctor, labs build/check, clean, grade, progress, reference (all chapters)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,8 @@ def _reference(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `cudalearn` console command."""
+    from cudalearn import grading, progress
+
     parser = argparse.ArgumentParser(prog="cudalearn", description="cudalearn course tools")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="report the environment and diagnose known breakages")
@@ -68,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("clean", help="strip outputs and metadata from the course's notebooks")
     p.add_argument("--check", action="store_true", help="only report, exit 1 if a notebook has outputs")
     p.add_argument("--root", default=".")
+    p = sub.add_parser("grade", help="grade submitted notebooks of a lab; write grades/LAB.csv and feedback")
+    grading.add_arguments(p)
+    p = sub.add_parser("progress", help="run your lab notebooks' checks and say which exercises pass")
+    progress.add_arguments(p)
     p = sub.add_parser("reference", help="list the stored reference GPU results")
     p.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -75,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         from cudalearn.doctor import main as doctor_main
 
         return doctor_main()
-    return {"labs": _labs, "clean": _clean, "reference": _reference}[args.command](args)
+    commands = {"labs": _labs, "clean": _clean, "reference": _reference}
+    commands.update(grade=grading.command, progress=progress.command)
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

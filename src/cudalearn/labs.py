@@ -20,6 +20,8 @@ from pathlib import Path
 
 import nbformat
 
+from cudalearn import colab
+
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
@@ -127,6 +129,9 @@ def make_lab(solution: Path) -> str:
             cell.source = strip_code(cell.source, f"{solution.name} cell {n}")
         elif cell.cell_type == "markdown":
             cell.source = strip_markdown(cell.source)
+    first_md = next((c for c in nb.cells if c.cell_type == "markdown"), None)
+    if first_md is not None:
+        first_md.source = colab.set_badge(first_md.source, f"labs/{solution.name}")
     nb.metadata["cudalearn"] = {"generated_from": f"solutions/{solution.name}"}
     return nbformat.writes(nb) + "\n"
 

@@ -1,0 +1,291 @@
+"""A student's kernel rebuilt in the judge from its source, so the memory tracer can run it (labs 3-5).
+
+The tracer (`cudalearn.trace`) runs a kernel's Python source with
+instrumented arrays, so it cannot work on a handle to an object in the
+student's process, and the judge must never run student code as such.
+But a CUDA kernel is written in a small subset of Python (what Numba can
+compile for the GPU): arithmetic, indexing, loops, `cuda.*` and `math.*`
+calls. `function()` takes the kernel's `def` from the student's answer
+cell (the text that ran in the student's process), checks that every
+node stays inside that subset (no import, no attribute outside
+allow-lists, no call but to allow-listed functions and to the student's
+own device functions, themselves checked, no name starting with `__`,
+builtins reduced to `range`, `min`, `max`...), and only then compiles it
+in the judge with names resolved there: the judge's `cuda`, `math`,
+`numpy` and Numba types, the instructor's constants, and the student's
+constants as plain data fetched from their process.
+
+Link between what runs and what is traced: the kernel traced is the one
+whose `def` binds the exercise's name at the top level of an answer cell,
+bound nowhere else; the kernel launched by the checks is the object that
+name holds in the student's process. A student who deliberately rebinds
+the name at run time (through `globals()`) to another kernel could have a
+different kernel traced than launched; result checks still run the real
+one.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import linecache
+import math
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+BUILTINS = (
+    "range min max abs len int float bool round divmod pow IndexError ValueError RuntimeError "
+    "ZeroDivisionError AssertionError".split()
+)
+ARRAY_ATTRS = {"shape", "size", "ndim", "dtype", "real", "imag"}
+CUDA_ATTRS = {
+    "threadIdx": {"x", "y", "z"},
+    "blockIdx": {"x", "y", "z"},
+    "blockDim": {"x", "y", "z"},
+    "gridDim": {"x", "y", "z"},
+    "shared": {"array"},
+    "local": {"array"},
+    "const": {"array_like"},
+    "atomic": {
+        "add",
+        "sub",
+        "max",
+        "min",
+        "nanmax",
+        "nanmin",
+        "exch",
+        "inc",
+        "dec",
+        "compare_and_swap",
+        "cas",
+    },
+    "fp16": None,  # any public attribute
+    **dict.fromkeys(
+        "grid gridsize syncthreads syncthreads_count syncthreads_and syncthreads_or syncwarp threadfence "
+        "threadfence_block threadfence_system laneid warpsize fma selp activemask lanemask_lt ballot_sync "
+        "shfl_sync shfl_up_sync shfl_down_sync shfl_xor_sync all_sync any_sync eq_sync match_any_sync "
+        "match_all_sync popc brev clz ffs cbrt".split(),
+        set(),
+    ),
+}
+NUMPY_ATTRS = set(
+    "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool_ complex64 complex128 "
+    "sqrt exp exp2 log log2 log10 sin cos tan arcsin arccos arctan arctan2 sinh cosh tanh abs absolute "
+    "minimum maximum floor ceil trunc rint isnan isinf isfinite sign copysign fabs hypot power inf nan pi e"
+    "".split()
+)
+NUMBA_TYPES = {n for n in NUMPY_ATTRS if n[0] in "fiuc" and n[-1].isdigit()} | {"boolean", "intp", "uintp"}
+NODES = (
+    ast.Module, ast.FunctionDef, ast.arguments, ast.arg, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For,
+    ast.While, ast.If, ast.Break, ast.Continue, ast.Pass, ast.Return, ast.Expr, ast.Raise, ast.Assert,
+    ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Constant, ast.Name, ast.Attribute,
+    ast.Subscript, ast.Slice, ast.Tuple, ast.Call, ast.keyword, ast.Load, ast.Store, ast.operator,
+    ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context,
+)  # fmt: skip
+
+
+class Unsafe(ValueError):
+    """The kernel's source leaves the CUDA subset the grader can trace safely; the message says where."""
+
+
+def _is_jit(decorator: ast.expr) -> tuple[bool, bool]:
+    """(is a cuda.jit decorator, with device=True) for one decorator node."""
+    call = decorator if isinstance(decorator, ast.Call) else None
+    target = call.func if call else decorator
+    text = ast.unparse(target)
+    device = bool(call) and any(
+        k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in call.keywords
+    )
+    return text.endswith("jit"), device
+
+
+class Rebuilder:
+    """Rebuilds student kernels and device functions in the judge from the answer cells' source."""
+
+    def __init__(self, answers: dict[int, str], namespace: dict, fetch: Callable[[str], Any], remote: type):
+        self.namespace, self.fetch, self.remote = namespace, fetch, remote
+        self.defs: dict[str, tuple[ast.FunctionDef, str]] = {}
+        self.assigned: dict[str, int] = {}
+        self.done: dict[str, Any] = {}
+        for ex, code in sorted(answers.items()):
+            if code is None:
+                continue
+            try:
+                tree = ast.parse(code)
+            except (SyntaxError, ValueError):
+                continue
+            filename = f"<exercise {ex} source>"
+            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            for stmt in tree.body:
+                for name in self._bound(stmt):
+                    self.assigned[name] = self.assigned.get(name, 0) + 1
+                if isinstance(stmt, ast.FunctionDef):
+                    self.defs[stmt.name] = (stmt, filename)
+
+    @staticmethod
+    def _bound(stmt: ast.stmt) -> list[str]:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return [stmt.name]
+        names = []
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.append(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names += [(a.asname or a.name).split(".")[0] for a in node.names]
+        return names
+
+    def function(self, name: str, device: bool = False) -> Any:
+        """The kernel (a plain function) or device function (jitted in the judge) `name`, rebuilt."""
+        if name in self.done:
+            return self.done[name]
+        if name not in self.defs:
+            raise Unsafe(f"`{name}` is not a function defined by a `def` at the top of an exercise cell")
+        if self.assigned.get(name, 0) != 1:
+            raise Unsafe(f"`{name}` is bound more than once in your exercise cells")
+        fdef, filename = self.defs[name]
+        kinds = [_is_jit(d) for d in fdef.decorator_list]
+        if not any(jit for jit, _ in kinds):
+            raise Unsafe(f"`{name}` is not decorated with @cuda.jit")
+        if device != any(dev for _, dev in kinds):
+            what = "a device function (device=True)" if device else "a kernel"
+            raise Unsafe(f"`{name}` is used as {what} but is not declared as one")
+        self.done[name] = None  # recursion guard
+        env = self._check(fdef)
+        fdef_copy = ast.FunctionDef(
+            name=fdef.name,
+            args=fdef.args,
+            body=fdef.body,
+            decorator_list=[],
+            returns=None,
+            type_comment=None,
+            **({"type_params": []} if hasattr(fdef, "type_params") else {}),
+        )
+        ast.copy_location(fdef_copy, fdef)
+        node = ast.fix_missing_locations(ast.Module(body=[fdef_copy], type_ignores=[]))
+        exec(compile(node, filename, "exec"), env)
+        fn = env[name]
+        if device:
+            from numba import cuda
+
+            fn = cuda.jit(device=True)(fn)
+        self.done[name] = fn
+        return fn
+
+    def _check(self, fdef: ast.FunctionDef) -> dict:
+        """Check every node of a kernel's def; return the namespace to compile it in."""
+        args = fdef.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+            raise Unsafe(f"line {fdef.lineno}: a kernel takes plain positional parameters only")
+        if args.defaults or any(a.annotation for a in args.args) or fdef.returns:
+            raise Unsafe(f"line {fdef.lineno}: no default values or annotations in a traced kernel")
+        local = {a.arg for a in args.args}
+        for node in ast.walk(fdef):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                local.add(node.id)
+        env: dict[str, Any] = {"__builtins__": {n: getattr(builtins, n) for n in BUILTINS}}
+        nodes = list(ast.walk(ast.Module(body=fdef.body, type_ignores=[])))
+        for node in nodes:  # first each node's type, and the global names resolved
+            where = f"line {getattr(node, 'lineno', fdef.lineno)}"
+            if not isinstance(node, NODES):
+                raise Unsafe(f"{where}: `{type(node).__name__}` is not allowed in a kernel the grader traces")
+            if isinstance(node, ast.Constant) and not isinstance(
+                node.value, (int, float, complex, str, type(None))
+            ):
+                raise Unsafe(f"{where}: this constant is not allowed in a kernel")
+            if isinstance(node, ast.Name):
+                if node.id.startswith("__"):
+                    raise Unsafe(f"{where}: names starting with __ are not allowed")
+                if isinstance(node.ctx, ast.Load) and node.id not in local and node.id not in env:
+                    env[node.id] = self._resolve(node.id, where)
+        for node in nodes:  # then attributes and calls, against what those names are
+            where = f"line {getattr(node, 'lineno', fdef.lineno)}"
+            if isinstance(node, ast.Attribute):
+                self._check_attribute(node, local, env, where)
+            if isinstance(node, ast.Call):
+                self._check_call(node.func, local, env, where)
+        return env
+
+    def _chain(self, node: ast.expr) -> list[str] | None:
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        return [node.id, *reversed(parts)]
+
+    def _check_attribute(self, node: ast.Attribute, local: set, env: dict, where: str) -> None:
+        chain = self._chain(node)
+        if chain is None or any(p.startswith("_") for p in chain[1:]):
+            raise Unsafe(f"{where}: `{ast.unparse(node)}` is not an attribute the grader can trace")
+        root = chain[0]
+        if root in local:
+            if len(chain) != 2 or chain[1] not in ARRAY_ATTRS:
+                raise Unsafe(f"{where}: `{ast.unparse(node)}`: only {sorted(ARRAY_ATTRS)} of an array")
+            return
+        if not self._allowed_path(env.get(root), chain[1:]):
+            raise Unsafe(f"{where}: `{ast.unparse(node)}` is not allowed in a kernel the grader traces")
+
+    def _allowed_path(self, obj: Any, path: list[str]) -> bool:
+        import numba
+        from numba import cuda
+
+        if obj is cuda:
+            first, rest = path[0], path[1:]
+            allowed = CUDA_ATTRS.get(first, "missing")
+            if allowed == "missing" or len(rest) > 1:
+                return False
+            return not rest or allowed is None or rest[0] in allowed
+        if obj is math:
+            return len(path) == 1
+        if obj is np:
+            return len(path) == 1 and path[0] in NUMPY_ATTRS
+        if obj is numba:
+            if path[0] == "cuda":
+                return len(path) == 1 or self._allowed_path(cuda, path[1:])
+            return len(path) == 1 and path[0] in NUMBA_TYPES
+        return False
+
+    def _check_call(self, func: ast.expr, local: set, env: dict, where: str) -> None:
+        if isinstance(func, ast.Attribute):
+            return  # checked as an attribute chain on an allowed module
+        if isinstance(func, ast.Name) and func.id not in local:
+            target = env.get(func.id)
+            if func.id in BUILTINS or self._is_numba_object(target):
+                return
+        raise Unsafe(
+            f"{where}: the call `{ast.unparse(func)}(...)` is not allowed in a kernel the grader traces"
+        )
+
+    @staticmethod
+    def _is_numba_object(obj: Any) -> bool:
+        """A Numba type (float32) or a jitted function of the judge (an instructor's or a rebuilt one)."""
+        return type(obj).__module__.split(".")[0] == "numba" and not isinstance(obj, types.ModuleType)
+
+    def _resolve(self, name: str, where: str) -> Any:
+        """A global name of a kernel: a student device function, a student constant, or the judge's own."""
+        if name in self.defs:
+            return self.function(name, device=True)
+        if name in self.assigned:
+            try:
+                value = self.namespace[name] if name in self.namespace else self.fetch(name)
+            except Exception:
+                raise Unsafe(f"{where}: the value of `{name}` could not be read from your notebook") from None
+            if isinstance(value, self.remote) or not _is_data(value):
+                raise Unsafe(f"{where}: `{name}` is not a number, tuple or array the grader can use")
+            return value
+        if name in self.namespace and not isinstance(self.namespace[name], self.remote):
+            return self.namespace[name]
+        if name in BUILTINS:
+            return getattr(builtins, name)
+        raise Unsafe(f"{where}: `{name}` is not defined")
+
+
+def _is_data(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, float, complex, str, np.generic, np.ndarray)):
+        return True
+    return isinstance(value, tuple) and all(_is_data(v) for v in value)

@@ -1,0 +1,455 @@
+"""`cudalearn grade`: planted submissions (honest, broken, hostile) each get their grade; nbgrader agrees."""
+
+import copy
+import csv
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from cudalearn import checks
+from cudalearn.grading import Limits, add_arguments, grade, judge, match, sandbox, wire
+from cudalearn.grading import lab as lab_mod
+from cudalearn.grading.grader import command, job_for
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
+import plants  # noqa: E402
+
+LIMITS = Limits(timeout=120, cell_timeout=10, memory_mb=768)  # generous: CI machines can be slow
+LANDLOCK = sandbox.landlock_abi()
+TESTS = ["test_blocks_for", "test_scale"]
+
+
+def expected(name):
+    """The statuses and total a planted submission must get (kill-parent: on Landlock's signal scope)."""
+    _, statuses, total = plants.PLANTS[name]
+    if name == "kill-parent" and LANDLOCK < 6:
+        return None  # the judge dies: checked by test_a_submission_that_kills_the_judge_is_reported
+    return statuses, total
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Every planted submission, graded once, in one folder with one subfolder per student."""
+    root = tmp_path_factory.mktemp("grading")
+    subs, out = root / "submissions", root / "grades"
+    Path("/tmp/cudalearn-planted.txt").unlink(missing_ok=True)
+    for name in plants.PLANTS:
+        plants.build(name, subs, out)
+    before = set(os.listdir(tempfile.gettempdir()))
+    results = grade(plants.SOLUTION, [subs], out=out, limits=LIMITS, jobs=2)
+    leftovers = set(os.listdir(tempfile.gettempdir())) - before
+    return {r.student: r for r in results}, subs, out, leftovers
+
+
+@pytest.mark.parametrize("name", list(plants.PLANTS))
+def test_planted_submission_gets_its_grade(graded, name):
+    results, *_ = graded
+    want = expected(name)
+    if want is None:
+        pytest.skip("this kernel's Landlock cannot stop a signal to the judge (ABI < 6)")
+    r = results[name]
+    got = {t.test_id: t.status for t in r.tests}
+    assert (got, r.total) == want, (
+        f"{name} ({plants.PLANTS[name][0]}): {got}, {r.total}; feedback:\n"
+        + "\n".join(t.message for t in r.tests)
+    )
+    assert r.max_total == 3
+
+
+def test_a_submission_that_kills_the_judge_is_reported(graded):
+    results, *_ = graded
+    r = results["kill-parent"]
+    if LANDLOCK >= 6:
+        assert not r.grader_error and "PermissionError" in " ".join(r.notes)
+    else:
+        assert r.grader_error and {t.status for t in r.tests} == {"error"}
+    assert results["perfect"].total == 3  # the others were graded all the same
+
+
+def test_grade_table(graded):
+    results, _, out, _ = graded
+    rows = list(csv.reader(open(out / "00-fixture.csv")))
+    head = ["student", "lab", "test_blocks_for points", "test_blocks_for status", "test_scale points"]
+    assert rows[0][:5] == head and rows[0][-3:] == ["total", "max", "notebook"]
+    table = {row[0]: row for row in rows[1:]}
+    assert set(table) == set(plants.PLANTS)
+    assert table["unguarded"][1:7] == ["00-fixture", "1", "passed", "0", "failed", "1"]
+    assert table["perfect"][-3:-1] == ["3", "3"]
+    assert table["loop-in-function"][2:6] == ["0", "timeout", "2", "passed"]
+
+
+def test_feedback_says_why_in_the_checks_own_words(graded):
+    _, _, out, _ = graded
+    fb = {p.stem: p.read_text() for p in (out / "feedback" / "00-fixture").glob("*.md")}
+    assert set(fb) == set(plants.PLANTS)
+    assert "Total: 1 of 3 points." in fb["unguarded"]
+    # the message of checks.run_kernel, word for word, for a kernel without its guard
+    assert "your kernel indexed outside an array" in fb["unguarded"]
+    assert "Guard the threads of the last partial block" in fb["unguarded"]
+    assert fb["untouched"].count(checks.NOT_DONE) == 2
+    assert "round the division up" in fb["monkeypatch"]  # the hint of exercises.check_blocks_for
+    assert "time limit" in fb["loop-in-function"] and "endless loop" in fb["loop-at-top"]
+    assert "SIGKILL" in fb["kill-self"] and "SIGSEGV" in fb["segfault"] and "exited with code 0" in fb["exit"]
+    assert "out of memory" in fb["memory-hog"] and "768 MiB" in fb["memory-hog"]
+    assert "SyntaxError" in fb["syntax-error"] and "expected ':'" in fb["syntax-error"]
+    assert "the last one you edited" in fb["rearranged"]
+    assert "not a notebook" in fb["not-a-notebook"]
+
+
+def test_hidden_tests_and_solutions_never_reach_a_submission(graded):
+    results, _, out, _ = graded
+    for p in out.rglob("*"):
+        if p.is_file():
+            assert plants.CANARY not in p.read_text(), p
+    spy = results["spy"].tests[0].message
+    assert spy.startswith("SPY REPORT")
+    if LANDLOCK:
+        assert "'solution': 'DENIED" in spy and "'root': 'DENIED" in spy
+        assert "'parent environ': 'DENIED" in spy and "'parent memory': 'DENIED" in spy
+
+
+def test_the_student_process_gets_no_hidden_test_and_no_solution():
+    lab = lab_mod.load(plants.SOLUTION)
+    job = job_for(lab, match.find_answers(lab, plants.lab_notebook()), LIMITS)
+    to_sandbox = [c["student"] for c in job["cells"] if c["role"] == "context"] + list(
+        job["answers"].values()
+    )
+    assert all("HIDDEN" not in s and "SOLUTION" not in s and plants.CANARY not in s for s in to_sandbox)
+    assert all("source" not in c for c in job["cells"] if c["role"] == "answer")  # no solution code at all
+
+
+def test_files_written_by_a_submission_stay_in_its_sandbox(graded):
+    results, subs, out, leftovers = graded
+    assert results["writer"].total == 3
+    assert sorted(p.name for p in (subs / "writer").iterdir()) == ["00-fixture.ipynb"]
+    assert not list(subs.rglob("written-*")) and not list(out.rglob("written-*"))
+    assert "planted" not in (out / "00-fixture.csv").read_text()
+    assert not [d for d in leftovers if d.startswith("cudalearn-")], leftovers  # sandboxes were removed
+    if LANDLOCK:
+        assert not Path("/tmp/cudalearn-planted.txt").exists()
+
+
+def test_student_code_is_confined(graded):
+    results, *_ = graded
+    iso = results["perfect"].isolation
+    if LANDLOCK:
+        assert iso["landlock"] == LANDLOCK
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        assert iso["capabilities_dropped"] is True
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="--user needs root")
+def test_student_code_can_run_as_another_user(tmp_path):
+    """Without Landlock, --user is what keeps a submission out of the instructor's files."""
+    from cudalearn.grading.grader import check_user
+
+    try:
+        check_user("nobody")
+    except ValueError as e:
+        pytest.skip(str(e))  # e.g. this Python lives under /root, closed to other users
+    private = tmp_path / "private" / "00-fixture.ipynb"
+    private.parent.mkdir()
+    shutil.copy(plants.SOLUTION, private)
+    private.chmod(0o600)
+    nb = plants.lab_notebook()
+    plants._set(nb, "ex1", plants.SPY.format(solution=str(private)))
+    plants._set(nb, "ex2", plants.EX2_OK)
+    nbformat.write(nb, tmp_path / "eve.ipynb")
+    limits = Limits(timeout=60, cell_timeout=5, memory_mb=768, landlock=False, user="nobody")
+    [r] = grade(private, [tmp_path / "eve.ipynb"], out=None, limits=limits)
+    assert [t.status for t in r.tests] == ["failed", "passed"], r.tests
+    assert "'solution': 'DENIED PermissionError'" in r.tests[0].message
+    assert plants.CANARY not in r.tests[0].message
+
+
+def test_an_unusable_user_is_refused_before_grading():
+    from cudalearn.grading.grader import check_user
+
+    with pytest.raises(ValueError, match="no user"):
+        check_user("no-such-user-3f9a")
+
+
+# The pieces, without processes --------------------------------------------------------
+
+
+def test_the_solution_notebook_is_read_as_a_plan():
+    lab = lab_mod.load(plants.SOLUTION)
+    assert [(e.number, e.names) for e in lab.exercises] == [(1, ("blocks_for",)), (2, ("scale",))]
+    assert [(t.test_id, t.exercise, t.points) for t in lab.tests] == [
+        ("test_blocks_for", 1, 1.0),
+        ("test_scale", 2, 2.0),
+    ]
+    assert lab.max_points == 3
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: s.replace("# POINTS: 2\\n", ""), "must declare its points once"),
+        (lambda s: s.replace("# POINTS: 2", "# POINTS: 2\\n# POINTS: 3"), "must declare its points once"),
+    ],
+)
+def test_points_are_declared_once_in_the_test_cell(tmp_path, change, message):
+    bad = tmp_path / "bad.ipynb"
+    bad.write_text(change(plants.SOLUTION.read_text()))
+    with pytest.raises(lab_mod.LabError, match=message):
+        lab_mod.load(bad)
+
+
+def test_answers_are_found_by_id_by_names_or_by_resemblance():
+    lab = lab_mod.load(plants.SOLUTION)
+    nb = plants.lab_notebook()
+    assert [a.cell_index for a in match.find_answers(lab, nb)] == [4, 7]  # by cell id
+    for c in nb.cells:
+        c.pop("id", None)
+    nb.cells = nb.cells[::-1]  # reversed and without ids: by the names they define
+    assert [a.code.splitlines()[0] for a in match.find_answers(lab, nb)] == [
+        "def blocks_for(n, threads):",
+        "@cuda.jit",
+    ]
+    renamed = plants.lab_notebook()
+    plants._set(renamed, "ex1", plants.lab_notebook().cells[4].source.replace("blocks_for", "blocks"))
+    renamed.cells[4].id = "other"
+    [a1, _] = match.find_answers(lab, renamed)
+    assert a1.cell_index == 4 and "resemblance" in a1.note  # graded, and the name error will say why
+    empty = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    assert [a.code for a in match.find_answers(lab, empty)] == [None, None]
+
+
+def test_the_channel_carries_data_only():
+    refs = []
+    enc = wire.Encoder(lambda obj: refs.append(obj) or {"$": "r", "id": len(refs)})
+    value = [1, 2.5, "s", None, True, (np.arange(3, dtype=np.float32), np.float32(2.5)), {"k": b"xy"}, 1j]
+    value += [np.dtype("float16"), np.float32, float]  # types are data too (labs return dtypes)
+    tree = enc.encode(value)
+    payload = memoryview(b"".join(enc.buffers))
+    spans, pos = [], 0
+    for b in enc.buffers:
+        spans.append((pos, len(b)))
+        pos += len(b)
+    back = wire.Decoder(payload, spans, lambda node: ("handle", node["id"])).decode(tree)
+    assert back[:5] == value[:5] and back[6:] == value[6:] and back[-2] is np.float32 and back[-1] is float
+    assert back[5][0].tolist() == [0, 1, 2] and back[5][1] == np.float32(2.5) and back[5][1].shape == ()
+
+    class Liar(int):
+        def __eq__(self, other):
+            return True
+
+    assert type(wire.Encoder(None).encode(Liar(3))) is int  # a lying int crosses as a plain int
+    enc.encode(object())
+    assert len(refs) == 1  # anything that is not data stays behind as a handle
+    with pytest.raises(TypeError, match="dtype object"):
+        wire.Encoder(None).encode(np.array([object()]))
+    bad = wire.Decoder(memoryview(b"\0" * 8), [(0, 8)], None)
+    for node in (
+        {"$": "a", "dt": "O", "sh": [1], "i": 0},
+        {"$": "a", "dt": "<f8", "sh": [2], "i": 0},
+        {"$": "?"},
+    ):
+        with pytest.raises(wire.ProtocolError):
+            bad.decode(node)
+
+
+def test_a_frame_over_the_limit_is_refused():
+    r, w = os.pipe()
+    os.write(w, (1 << 40).to_bytes(8, "little"))
+    with pytest.raises(wire.ProtocolError, match="over the limit"):
+        wire.recv(r, limit=1 << 20)
+    os.close(r)
+    os.close(w)
+
+
+def test_student_exceptions_come_back_as_builtin_types_only():
+    assert type(judge._exception({"type": "IndexError", "module": "builtins", "message": "m"})) is IndexError
+    assert type(judge._exception({"type": "AlwaysPass", "module": "__main__"})) is judge.SubmissionError
+    assert type(judge._exception({"type": "SystemExit", "module": "builtins"})) is judge.SubmissionError
+    assert (
+        type(judge._exception({"type": "KeyboardInterrupt", "module": "builtins"})) is judge.SubmissionError
+    )
+
+
+def test_the_command_line(tmp_path, capsys):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    course = tmp_path / "course"
+    assert command(p.parse_args([str(plants.SOLUTION), "--nbgrader-source", str(course)])) == 0
+    nb = nbformat.read(course / "source" / "00-fixture" / "00-fixture.ipynb", as_version=4)
+    grades = [c.metadata["nbgrader"] for c in nb.cells if c.metadata["nbgrader"]["grade"]]
+    assert [(g["grade_id"], g["points"]) for g in grades] == [("test_blocks_for", 1.0), ("test_scale", 2.0)]
+    junk = tmp_path / "alice.ipynb"
+    junk.write_text("not json")
+    assert command(p.parse_args([str(plants.SOLUTION), str(junk), "--out", str(tmp_path / "g")])) == 0
+    assert re.search(r"^alice +0/3 +test_blocks_for=error test_scale=error$", capsys.readouterr().out, re.M)
+    assert (tmp_path / "g" / "feedback" / "00-fixture" / "alice.md").exists()
+
+
+# Kernels for the memory tracer: rebuilt in the judge from checked source ------------------
+
+TRACED_CHECK = """
+from cudalearn.trace import trace
+from numba.cuda.simulator import kernel as simulated
+
+x = np.linspace(-1, 1, 40, dtype=np.float32)
+report = trace(scale, 2, 32, x, np.float32(2.5), np.zeros(40, np.float32))
+assert report.race_count == 0, "a race"
+assert np.allclose(report.outputs[2], 2.5 * x), "the traced kernel computes something else"
+launched, call = [], simulated.FakeCUDAKernel.__call__  # counted in the judge, as chapter 5's checks do
+simulated.FakeCUDAKernel.__call__ = lambda k, *a: launched.append(k.fn.__name__) or call(k, *a)
+try:
+    check_scale(scale, 33)
+finally:
+    simulated.FakeCUDAKernel.__call__ = call
+assert launched == ["scale"], f"launches: {launched}"
+"""
+COPY_CHECK = """
+from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+copies, copy = [], FakeCUDAArray.copy_to_host
+FakeCUDAArray.copy_to_host = lambda a, *args, **kw: copies.append(1) or copy(a, *args, **kw)
+try:
+    blocks_for(10, 4)
+finally:
+    FakeCUDAArray.copy_to_host = copy
+assert not copies, f"blocks_for copied {len(copies)} array(s) to the host"
+"""
+COPYING_BLOCKS_FOR = """\
+from numba import cuda
+
+
+def blocks_for(n, threads):
+    cuda.to_device(np.zeros(3)).copy_to_host()
+    return (n + threads - 1) // threads
+"""
+
+
+def _rebuilder(answers):
+    from cudalearn.grading import rebuild
+
+    ns = {}
+    exec("import numpy as np\nfrom numba import cuda, float32", ns)
+    handle = judge.Remote.__new__(judge.Remote)  # what the student's process returns for a module
+    return rebuild.Rebuilder(answers, ns, lambda name: ns.get(name, handle), judge.Remote)
+
+
+def test_a_kernel_is_rebuilt_from_its_source_for_the_tracer_and_traced_like_the_original():
+    from cudalearn.trace import trace
+
+    fn = _rebuilder({2: plants.EX2_OK}).function("scale")
+    x = np.linspace(-1, 1, 40, dtype=np.float32)
+    report = trace(fn, 2, 32, x, np.float32(2.5), np.zeros(40, np.float32))
+    assert np.allclose(report.outputs[2], 2.5 * x) and report.race_count == 0
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ("    open('/etc/passwd')", "`open` is not defined"),
+        ("    x.__class__.__bases__", "is not an attribute the grader can trace"),
+        ("    np.load('secrets.npy')", "`np.load` is not allowed"),
+        ("    [v for v in x]", "`ListComp` is not allowed"),
+        ("    getattr(x, 'shape')", "`getattr` is not defined"),
+        ("    os.system('id')", "`os` is not a number, tuple or array"),
+    ],
+)
+def test_a_kernel_outside_the_cuda_subset_is_never_rebuilt(body, why):
+    from cudalearn.grading import rebuild
+
+    code = f"import os\n\n\n@cuda.jit\ndef scale(x, alpha, out):\n{body}\n"
+    with pytest.raises(rebuild.Unsafe, match=re.escape(why)):
+        _rebuilder({2: code}).function("scale")
+    with pytest.raises(rebuild.Unsafe, match="bound more than once"):
+        _rebuilder({2: plants.EX2_OK + "\n\n\nscale = print\n"}).function("scale")
+
+
+def test_checks_that_trace_or_count_launches_and_copies_see_the_students_code(tmp_path):
+    """The tracer gets the kernel rebuilt from checked source; launches and host copies are replayed."""
+    sol = nbformat.read(plants.SOLUTION, as_version=4)
+    for cell_id, extra in (("ex1-check", COPY_CHECK), ("ex2-check", TRACED_CHECK)):
+        check = next(c for c in sol.cells if c.get("id") == cell_id)
+        check.source = check.source.replace("### END HIDDEN TESTS", extra.strip() + "\n### END HIDDEN TESTS")
+    nbformat.write(sol, tmp_path / "00-traced.ipynb")
+    sneaky_scale = "import os\n\n\n" + plants.EX2_OK.replace("    i =", "    os.getcwd()\n    i =")
+    for name, ex1, ex2 in [
+        ("honest", plants.EX1_OK, plants.EX2_OK),
+        ("sneaky", COPYING_BLOCKS_FOR, sneaky_scale),
+    ]:
+        nb = plants.lab_notebook()
+        plants._set(nb, "ex1", ex1)
+        plants._set(nb, "ex2", ex2)
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+    subs = [tmp_path / "honest.ipynb", tmp_path / "sneaky.ipynb"]
+    results = {
+        r.student: r for r in grade(tmp_path / "00-traced.ipynb", subs, out=None, limits=LIMITS, jobs=2)
+    }
+    assert [t.status for t in results["honest"].tests] == ["passed", "passed"], results["honest"].tests
+    copies, traced = results["sneaky"].tests
+    assert copies.points == 0 and copies.message == "blocks_for copied 1 array(s) to the host"
+    # the sneaky kernel runs (the simulator allows os.getcwd()) but is not CUDA code: it is never traced
+    assert traced.points == 0 and "could not trace `scale`: line 6: `os` is not a number" in traced.message
+
+
+# nbgrader's own generate and autograde steps ------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:Object of type:Warning")  # nbgrader 0.9.6 with SQLAlchemy 2.1: harmless
+def test_nbgrader_autograde_gives_the_points_cudalearn_grade_gives(tmp_path, monkeypatch):
+    """The solution notebook, with metadata generated from its markers, is an nbgrader source notebook."""
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.nbgraderformat import MetadataValidator
+    from traitlets.config import Config
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # alembic
+    course = tmp_path / "course"
+    source = course / "source" / "00-fixture" / "00-fixture.ipynb"
+    source.parent.mkdir(parents=True)
+    nb = lab_mod.nbgrader_source(plants.SOLUTION)
+    MetadataValidator().validate_nb(nb)
+    nbformat.write(nb, source)
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    config.CourseDirectory.course_id = "cudalearn"
+    config.Exchange.root = str(tmp_path / "exchange")
+    api = NbGraderAPI(config=config)
+    result = api.generate_assignment("00-fixture")
+    assert result["success"], result.get("log")
+    release = nbformat.read(course / "release" / "00-fixture" / "00-fixture.ipynb", as_version=4)
+    assert plants.CANARY not in nbformat.writes(release)  # nbgrader removed the hidden tests too
+    students = {
+        "unguarded": (plants.EX1_OK, plants.EX2_UNGUARDED),
+        "monkeypatch": (plants.MONKEYPATCH, plants.EX2_UNGUARDED),
+    }
+    for student, (ex1, ex2) in students.items():
+        sub = copy.deepcopy(release)
+        for cell in sub.cells:
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            cell.source = {"answer_blocks_for": ex1, "answer_scale": ex2}.get(gid, cell.source)
+        path = course / "submitted" / student / "00-fixture" / "00-fixture.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(sub, path)
+        result = api.autograde("00-fixture", student)
+        assert result["success"], result.get("log")
+    ours = {r.student: r for r in grade(source, [course / "submitted"], out=None, limits=LIMITS, jobs=2)}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        theirs = {s: gb.find_submission_notebook("00-fixture", "00-fixture", s) for s in students}
+        nbgrader_points = {s: {g.name: g.score for g in theirs[s].grades} for s in students}
+    ours_points = {s: {t.test_id: t.points for t in ours[s].tests} for s in students}
+    # An honest submission: the same points, test by test.
+    assert (
+        nbgrader_points["unguarded"]
+        == ours_points["unguarded"]
+        == {"test_blocks_for": 1.0, "test_scale": 0.0}
+    )
+    # A hostile one: nbgrader runs the hidden tests in the student's own kernel, where the patched
+    # checks pass everything; cudalearn grade runs them where no student code ran.
+    assert nbgrader_points["monkeypatch"] == {"test_blocks_for": 1.0, "test_scale": 2.0}
+    assert ours_points["monkeypatch"] == {"test_blocks_for": 0.0, "test_scale": 0.0}
