@@ -1,0 +1,555 @@
+"""Register-blocked matrix products of Chapter 6: each thread keeps a block of C in registers.
+
+Every kernel here computes C = A @ B for float32 A (m, k), B (k, n) and C (m, n), C-contiguous,
+with 1-D blocks of threads and a 2-D grid of (ceil(n / BN), ceil(m / BM)) blocks: block (bx, by)
+computes the (BM, BN) tile of C whose top-left element is C[by * BM, bx * BN], walking along k in
+steps of BK with one (BM, BK) tile of A and one (BK, BN) tile of B in shared memory. Sizes need not
+be multiples of the tiles: what sticks out of a matrix is read as zeros and never written.
+`launch_config(name, tiles, m, n)` gives the launch of any kernel made here.
+
+Numba needs the shapes of `cuda.shared.array` and `cuda.local.array` as compile-time constants, so
+each kernel comes from a factory whose arguments (block tile BM x BN, step BK, micro-tile TM x TN)
+become closure constants. A `cuda.local.array` of constant shape, indexed only with constants once
+the loops over it are unrolled, lives in registers; index it with a run-time value and it goes to
+(slow) local memory.
+
+The four steps of the chapter, each a factory:
+
+* `make_regblock_1d`: each thread computes TM elements of one column of C, so each value of B it
+  reads from shared memory serves TM multiply-adds;
+* `make_regblock_2d_simple`: each thread computes a (TM, TN) block of C: per step along k it reads
+  TM values of A and TN of B into registers and does TM * TN multiply-adds with them; the A tile is
+  stored transposed so that the TM values a thread needs sit side by side;
+* `make_regblock_2d_vec`: the thread's rows and columns come four at a time, so each group of four
+  is an aligned 16-byte run that the compiler reads with one 128-bit shared load and a warp reads
+  without bank conflict; indices pass through uint32 (no negative-index wrap-around code), full tiles
+  load and store with no bounds check, and launch bounds cap registers at 128 a thread;
+* `make_regblock_2d_prefetch`: as `_vec`, plus two shared buffers and a register prefetch (the
+  global loads of the next tiles are in flight during the multiply-adds of the current ones, one
+  barrier a tile) and the loop along k unrolled by four.
+
+`CONFIGS` sizes the tiles for sm_80 and newer (the H200), for a T4 (sm_75) and for the simulator;
+`config_for(cc)` picks one. `resources`, `compile_report` and `instruction_mix` say what the
+compiler made of a kernel: registers, occupancy, and the machine instructions of its hot loop.
+"""
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from numba import config, cuda, float32, int64, uint32
+
+_SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
+VEC = 4  # float32 values per 128-bit load
+MAX_REGISTERS = 128  # per thread, for the last two steps: two 256-thread blocks fill 64K registers
+
+#: Block tile (BM, BN, BK) and per-thread micro-tile (TM, TN) of the 2-D kernels, per target.
+CONFIGS = {
+    # sm_80 and newer (A100, H100, H200; 64K registers, over 100 KB of shared memory per SM): 128x128
+    # tiles, 256 threads of 8x8 outputs; at 128 registers a thread, two blocks (16 warps) fit an SM.
+    "h200": {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
+    # sm_75 (T4: 40 SMs of at most 1024 threads and 64 KB of shared memory): 64x64 tiles, 128 threads
+    # of 8x4 outputs, which its compiler fits in 128 registers without spilling; four blocks an SM.
+    "t4": {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "TN": 4},
+    # The simulator runs a Python thread per CUDA thread: 16x16 tiles of 16 threads of 4x4 outputs.
+    "sim": {"BM": 16, "BN": 16, "BK": 4, "TM": 4, "TN": 4},
+}
+
+#: The 1-D kernel's tiles (BM, BN, BK, TM) per target: TM outputs down one column per thread.
+CONFIGS_1D = {
+    "h200": {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
+    "t4": {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
+    "sim": {"BM": 16, "BN": 8, "BK": 4, "TM": 4},
+}
+
+
+def _jit_bounded(threads):
+    """cuda.jit with launch bounds that cap registers at 128 a thread (nothing under the simulator)."""
+    if config.ENABLE_CUDASIM:  # the simulator's cuda.jit takes no launch bounds
+        return cuda.jit
+    return cuda.jit(launch_bounds=(threads, max(1, 65536 // (threads * MAX_REGISTERS))))
+
+
+def config_for(cc, *, simulator=False):
+    """'sim', 'h200' (sm_80 and newer: A100, H100, H200) or 't4' (older) for compute capability cc."""
+    if simulator:
+        return "sim"
+    return "h200" if tuple(cc or (0, 0)) >= (8, 0) else "t4"
+
+
+def _check_2d(BM, BN, BK, TM, TN, vec):
+    """The tile shapes a 2-D kernel needs; raise ValueError with the rule broken otherwise."""
+    if BM % TM or BN % TN:
+        raise ValueError(f"TM={TM} must divide BM={BM} and TN={TN} must divide BN={BN}")
+    threads = (BM // TM) * (BN // TN)
+    if threads > 1024:
+        raise ValueError(f"{threads} threads per block: at most 1024")
+    if threads % BK or BM % (threads // BK):
+        raise ValueError(f"{threads} threads cannot load the ({BM}, {BK}) A tile in equal rows")
+    if threads % BN or BK % (threads // BN):
+        raise ValueError(f"{threads} threads cannot load the ({BK}, {BN}) B tile in equal rows")
+    if vec and (TM % VEC or TN % VEC):
+        raise ValueError(f"TM={TM} and TN={TN} must be multiples of {VEC} for 128-bit loads")
+    return threads
+
+
+def make_regblock_1d(BM, BN, BK, TM):
+    """Each of (BM // TM) * BN threads computes TM outputs down one column of C (Chapter 6)."""
+    threads = (BM // TM) * BN
+    if BM % TM or threads > 1024 or threads % BK or BM % (threads // BK) or BK % (BM // TM):
+        raise ValueError(f"tiles BM={BM}, BN={BN}, BK={BK}, TM={TM} do not split into equal loads")
+    A_STEP = threads // BK  # rows of the A tile that one pass of the whole block loads
+    A_LOADS = BM // A_STEP  # passes, so loads per thread, for the A tile
+    B_STEP = threads // BN
+    B_LOADS = BK // B_STEP
+
+    @cuda.jit
+    def regblock_1d(A, B, C):
+        """C = A @ B; thread t computes C[row0 + (t // BN) * TM + i, col0 + t % BN], i < TM; float32."""
+        sA = cuda.shared.array((BM, BK), float32)
+        sB = cuda.shared.array((BK, BN), float32)
+        acc = cuda.local.array(TM, float32)  # TM accumulators: registers
+        t = cuda.threadIdx.x
+        tx = t % BN  # this thread's column of the tile
+        ty = t // BN  # its group of TM rows
+        row0 = cuda.blockIdx.y * BM
+        col0 = cuda.blockIdx.x * BN
+        M, N, K = C.shape[0], C.shape[1], A.shape[1]
+        for i in range(TM):
+            acc[i] = float32(0.0)
+        for k0 in range(0, K, BK):
+            for p in range(A_LOADS):  # neighbouring threads read neighbouring columns of A
+                r = t // BK + p * A_STEP
+                c = t % BK
+                v = float32(0.0)
+                if row0 + r < M and k0 + c < K:
+                    v = A[row0 + r, k0 + c]
+                sA[r, c] = v
+            for p in range(B_LOADS):  # ... and of B: coalesced
+                r = t // BN + p * B_STEP
+                v = float32(0.0)
+                if k0 + r < K and col0 + tx < N:
+                    v = B[k0 + r, col0 + tx]
+                sB[r, tx] = v
+            cuda.syncthreads()
+            for k in range(BK):
+                b = sB[k, tx]  # one shared read of B ...
+                for i in range(TM):  # ... serves TM multiply-adds
+                    acc[i] += sA[ty * TM + i, k] * b
+            cuda.syncthreads()
+        for i in range(TM):
+            r = row0 + ty * TM + i
+            if r < M and col0 + tx < N:
+                C[r, col0 + tx] = acc[i]
+
+    return regblock_1d
+
+
+def make_regblock_2d_simple(BM, BN, BK, TM, TN):
+    """Each thread computes a (TM, TN) block of C from TM + TN shared reads per k (Chapter 6)."""
+    threads = _check_2d(BM, BN, BK, TM, TN, vec=False)
+    RX = BN // TN  # threads along a row of the block tile
+    A_STEP, B_STEP = threads // BK, threads // BN
+    A_LOADS, B_LOADS = BM // A_STEP, BK // B_STEP
+
+    @cuda.jit
+    def regblock_2d_simple(A, B, C):
+        """C = A @ B; thread t computes C[row0 + (t // RX) * TM + i, col0 + (t % RX) * TN + j]; float32."""
+        sAt = cuda.shared.array((BK, BM), float32)  # the A tile transposed: sAt[k, r] = A[row0 + r, k0 + k]
+        sB = cuda.shared.array((BK, BN), float32)
+        acc = cuda.local.array((TM, TN), float32)  # TM * TN accumulators: registers
+        a = cuda.local.array(TM, float32)  # this k's column of A for our rows
+        b = cuda.local.array(TN, float32)  # this k's row of B for our columns
+        t = cuda.threadIdx.x
+        tx = t % RX
+        ty = t // RX
+        row0 = cuda.blockIdx.y * BM
+        col0 = cuda.blockIdx.x * BN
+        M, N, K = C.shape[0], C.shape[1], A.shape[1]
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+        for k0 in range(0, K, BK):
+            for p in range(A_LOADS):
+                r = t // BK + p * A_STEP
+                c = t % BK
+                v = float32(0.0)
+                if row0 + r < M and k0 + c < K:
+                    v = A[row0 + r, k0 + c]
+                sAt[c, r] = v  # stored transposed
+            for p in range(B_LOADS):
+                r = t // BN + p * B_STEP
+                c = t % BN
+                v = float32(0.0)
+                if k0 + r < K and col0 + c < N:
+                    v = B[k0 + r, col0 + c]
+                sB[r, c] = v
+            cuda.syncthreads()
+            for k in range(BK):
+                for i in range(TM):
+                    a[i] = sAt[k, ty * TM + i]
+                for j in range(TN):
+                    b[j] = sB[k, tx * TN + j]
+                for i in range(TM):  # TM + TN shared reads feed TM * TN multiply-adds
+                    for j in range(TN):
+                        acc[i, j] += a[i] * b[j]
+            cuda.syncthreads()
+        for i in range(TM):
+            r = row0 + ty * TM + i
+            for j in range(TN):
+                c = col0 + tx * TN + j
+                if r < M and c < N:
+                    C[r, c] = acc[i, j]
+
+    return regblock_2d_simple
+
+
+def make_outer_product(TM, TN, RX, RY):
+    """The inner step of the last two kernels: TM + TN 128-bit-friendly shared reads, TM * TN FMAs (Ch. 6).
+
+    A device function, inlined into the kernel by Numba (`inline="always"`), so calling it four
+    times in a row unrolls the loop along k by hand.
+    """
+
+    @cuda.jit(device=True, inline="always")
+    def outer_product(sAt, sB, k, tx, ty, a, b, acc):
+        """acc += sAt[k, our rows] (outer) sB[k, our columns]; rows and columns four at a time."""
+        for i in range(TM):  # rows 4 * ty + (0..3), then RY * 4 further on: one 128-bit load each
+            a[i] = sAt[k, (i // VEC) * RY * VEC + ty * VEC + i % VEC]
+        for j in range(TN):
+            b[j] = sB[k, (j // VEC) * RX * VEC + tx * VEC + j % VEC]
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] += a[i] * b[j]
+
+    return outer_product
+
+
+def make_store_block(TM, TN, RX, RY):
+    """The last two kernels' epilogue: a thread's (TM, TN) accumulators into C, rows and columns as
+    make_outer_product reads them; bounds checked only in blocks that are not `interior` (Chapter 6)."""
+
+    @cuda.jit(device=True, inline="always")
+    def store_block(C, acc, row0, col0, tx, ty, interior):
+        """C[our rows, our columns] = acc, skipping what lies outside C."""
+        for i in range(TM):
+            r = row0 + (i // VEC) * RY * VEC + ty * VEC + i % VEC
+            for j in range(TN):
+                c = col0 + (j // VEC) * RX * VEC + tx * VEC + j % VEC
+                if interior or (r < C.shape[0] and c < C.shape[1]):
+                    C[r, c] = acc[i, j]
+
+    return store_block
+
+
+def make_regblock_2d_vec(BM, BN, BK, TM, TN):
+    """make_regblock_2d_simple as the compiler likes it: 128-bit reads, no wrap-around, no bounds checks."""
+    threads = _check_2d(BM, BN, BK, TM, TN, vec=True)
+    RX, RY = BN // TN, BM // TM
+    A_STEP, B_STEP = threads // BK, threads // BN
+    A_LOADS, B_LOADS = BM // A_STEP, BK // B_STEP
+    WIDTH = BM + VEC  # sAt rows of BM + 4 floats: a warp's transposed stores spread over all 32 banks
+    outer_product = make_outer_product(TM, TN, RX, RY)
+    store_block = make_store_block(TM, TN, RX, RY)
+
+    @_jit_bounded(threads)
+    def regblock_2d_vec(A, B, C):
+        """C = A @ B; thread t owns rows 4 * (t // RX) + 4 * RY * g + u (u < 4) and columns alike; float32."""
+        sAt = cuda.shared.array((BK, WIDTH), float32)
+        sB = cuda.shared.array((BK, BN), float32)
+        acc = cuda.local.array((TM, TN), float32)
+        a = cuda.local.array(TM, float32)
+        b = cuda.local.array(TN, float32)
+        # Through uint32, the compiler knows these are never negative: no wrap-around code for them.
+        t = int64(uint32(cuda.threadIdx.x))
+        row0 = int64(uint32(cuda.blockIdx.y)) * BM
+        col0 = int64(uint32(cuda.blockIdx.x)) * BN
+        tx = t % RX
+        ty = t // RX
+        M, N, K = C.shape[0], C.shape[1], A.shape[1]
+        interior = row0 + BM <= M and col0 + BN <= N  # the same for every thread of the block
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+        for s in range((K + BK - 1) // BK):
+            k0 = int64(uint32(s)) * BK
+            if interior and k0 + BK <= K:  # a full tile: no bounds check at all
+                for p in range(A_LOADS):
+                    r = t // BK + p * A_STEP
+                    sAt[t % BK, r] = A[row0 + r, k0 + t % BK]
+                for p in range(B_LOADS):
+                    r = t // BN + p * B_STEP
+                    sB[r, t % BN] = B[k0 + r, col0 + t % BN]
+            else:  # an edge tile: zeros outside the matrices
+                for p in range(A_LOADS):
+                    r = t // BK + p * A_STEP
+                    c = t % BK
+                    v = float32(0.0)
+                    if row0 + r < M and k0 + c < K:
+                        v = A[row0 + r, k0 + c]
+                    sAt[c, r] = v
+                for p in range(B_LOADS):
+                    r = t // BN + p * B_STEP
+                    c = t % BN
+                    v = float32(0.0)
+                    if k0 + r < K and col0 + c < N:
+                        v = B[k0 + r, col0 + c]
+                    sB[r, c] = v
+            cuda.syncthreads()
+            for k in range(BK):
+                outer_product(sAt, sB, uint32(k), tx, ty, a, b, acc)
+            cuda.syncthreads()
+        store_block(C, acc, row0, col0, tx, ty, interior)
+
+    return regblock_2d_vec
+
+
+def make_regblock_2d_prefetch(BM, BN, BK, TM, TN):
+    """make_regblock_2d_vec with the next tiles' global loads in flight during the FMAs, k unrolled by 4."""
+    threads = _check_2d(BM, BN, BK, TM, TN, vec=True)
+    if BK % 4:
+        raise ValueError(f"BK={BK} must be a multiple of 4: the loop along k is unrolled by four")
+    RX, RY = BN // TN, BM // TM
+    A_STEP, B_STEP = threads // BK, threads // BN
+    A_LOADS, B_LOADS = BM // A_STEP, BK // B_STEP
+    WIDTH = BM + VEC
+    outer_product = make_outer_product(TM, TN, RX, RY)
+    store_block = make_store_block(TM, TN, RX, RY)
+
+    @_jit_bounded(threads)
+    def regblock_2d_prefetch(A, B, C):
+        """C = A @ B as regblock_2d_vec; two shared buffers, global loads one tile ahead; float32."""
+        sAt = cuda.shared.array((2, BK, WIDTH), float32)  # tile s lives in buffer s % 2
+        sB = cuda.shared.array((2, BK, BN), float32)
+        acc = cuda.local.array((TM, TN), float32)
+        a = cuda.local.array(TM, float32)
+        b = cuda.local.array(TN, float32)
+        pa = cuda.local.array(A_LOADS, float32)  # this thread's share of the next A tile
+        pb = cuda.local.array(B_LOADS, float32)  # ... and of the next B tile
+        t = int64(uint32(cuda.threadIdx.x))
+        row0 = int64(uint32(cuda.blockIdx.y)) * BM
+        col0 = int64(uint32(cuda.blockIdx.x)) * BN
+        tx = t % RX
+        ty = t // RX
+        ar, ac = t // BK, t % BK  # this thread's first element of an A tile
+        br, bc = t // BN, t % BN  # ... and of a B tile
+        M, N, K = C.shape[0], C.shape[1], A.shape[1]
+        interior = row0 + BM <= M and col0 + BN <= N
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+        tiles = (K + BK - 1) // BK
+        for s in range(tiles + 1):
+            k0 = int64(uint32(s)) * BK
+            if s < tiles:  # tile s: global loads into registers, still in flight during the FMAs below
+                if interior and k0 + BK <= K:
+                    for p in range(A_LOADS):
+                        pa[p] = A[row0 + ar + p * A_STEP, k0 + ac]
+                    for p in range(B_LOADS):
+                        pb[p] = B[k0 + br + p * B_STEP, col0 + bc]
+                else:
+                    for p in range(A_LOADS):
+                        pa[p] = float32(0.0)
+                        if row0 + ar + p * A_STEP < M and k0 + ac < K:
+                            pa[p] = A[row0 + ar + p * A_STEP, k0 + ac]
+                    for p in range(B_LOADS):
+                        pb[p] = float32(0.0)
+                        if k0 + br + p * B_STEP < K and col0 + bc < N:
+                            pb[p] = B[k0 + br + p * B_STEP, col0 + bc]
+            if s > 0:  # the FMAs of tile s - 1, in shared memory since the last barrier
+                q = uint32((s - 1) % 2)
+                for k4 in range(BK // 4):
+                    k = uint32(4 * k4)
+                    outer_product(sAt[q], sB[q], k, tx, ty, a, b, acc)
+                    outer_product(sAt[q], sB[q], k + 1, tx, ty, a, b, acc)
+                    outer_product(sAt[q], sB[q], k + 2, tx, ty, a, b, acc)
+                    outer_product(sAt[q], sB[q], k + 3, tx, ty, a, b, acc)
+            if s < tiles:  # tile s into the other buffer, which nobody reads during this step
+                q = uint32(s % 2)
+                for p in range(A_LOADS):
+                    sAt[q, ac, ar + p * A_STEP] = pa[p]
+                for p in range(B_LOADS):
+                    sB[q, br + p * B_STEP, bc] = pb[p]
+            cuda.syncthreads()  # one barrier a tile: tile s is complete and tile s - 1 is read
+        store_block(C, acc, row0, col0, tx, ty, interior)
+
+    return regblock_2d_prefetch
+
+
+def threads_per_block(kernel_name, cfg):
+    """Threads per (1-D) block of the kernel `kernel_name` built with the tile sizes `cfg` (Chapter 6)."""
+    if kernel_name == "regblock_1d":
+        return (cfg["BM"] // cfg["TM"]) * cfg["BN"]
+    return (cfg["BM"] // cfg["TM"]) * (cfg["BN"] // cfg["TN"])
+
+
+def launch_config(kernel_name, cfg, m, n):
+    """(griddim, blockdim) of `kernel_name` with tiles `cfg` for an (m, n) C; x along columns (Chapter 6)."""
+    grid = ((n + cfg["BN"] - 1) // cfg["BN"], (m + cfg["BM"] - 1) // cfg["BM"])
+    return grid, threads_per_block(kernel_name, cfg)
+
+
+FACTORIES = {
+    "regblock_1d": make_regblock_1d,
+    "regblock_2d_simple": make_regblock_2d_simple,
+    "regblock_2d_vec": make_regblock_2d_vec,
+    "regblock_2d_prefetch": make_regblock_2d_prefetch,
+}
+
+
+def tiles(kernel_name, target):
+    """The tile sizes of `kernel_name` for `target` ('h200', 't4' or 'sim'), as a dict (Chapter 6)."""
+    return (CONFIGS_1D if kernel_name == "regblock_1d" else CONFIGS)[target]
+
+
+def build(target):
+    """{name: (kernel, tiles)} of the four steps with tiles for 'h200', 't4' or 'sim' (Chapter 6)."""
+    return {name: (make(**tiles(name, target)), tiles(name, target)) for name, make in FACTORIES.items()}
+
+
+# Each step at the H200's tile sizes, and the last at the T4's; compiled at their first launch.
+regblock_1d = make_regblock_1d(**CONFIGS_1D["h200"])
+regblock_2d_simple = make_regblock_2d_simple(**CONFIGS["h200"])
+regblock_2d_vec = make_regblock_2d_vec(**CONFIGS["h200"])
+regblock_2d_prefetch = make_regblock_2d_prefetch(**CONFIGS["h200"])
+regblock_2d_prefetch_t4 = make_regblock_2d_prefetch(**CONFIGS["t4"])
+
+SIGNATURES = dict.fromkeys(
+    [
+        "regblock_1d",
+        "regblock_2d_simple",
+        "regblock_2d_vec",
+        "regblock_2d_prefetch",
+        "regblock_2d_prefetch_t4",
+    ],
+    _SIG,
+)
+
+
+# What the compiler made of a kernel (Chapter 6) --------------------------------------------------
+
+
+def resources(kernel, threads):
+    """Registers and local memory a thread, shared memory and occupancy of a kernel launched on this GPU.
+
+    `kernel` must have run (or been compiled) for exactly one signature; `threads` is its block size.
+    The figures come from the CUDA driver, as `nvcc -Xptxas -v` would print them at build time, and
+    from its occupancy calculator. Chapter 6.
+    """
+    ov = next(iter(kernel.overloads.values()))
+    dev = cuda.get_current_device()
+    sms = dev.MULTIPROCESSOR_COUNT
+    blocks = ov.max_cooperative_grid_blocks(threads) // sms
+    max_warps = dev.MAX_THREADS_PER_MULTIPROCESSOR // 32
+    warps = blocks * ((threads + 31) // 32)
+    return {
+        "threads_per_block": threads,
+        "registers_per_thread": ov.regs_per_thread,
+        "local_bytes_per_thread": ov.local_mem_per_thread,
+        "shared_bytes_per_block": ov.shared_mem_per_block,
+        "blocks_per_sm": blocks,
+        "warps_per_sm": warps,
+        "occupancy": warps / max_warps,
+    }
+
+
+def kernel_ptx(kernel):
+    """The PTX of a kernel compiled for one signature on this GPU (Chapter 6)."""
+    asm = kernel.inspect_asm()
+    return next(iter(asm.values())) if isinstance(asm, dict) else asm
+
+
+def find_tool(name):
+    """Path of a CUDA tool (ptxas, cuobjdump): nvidia-cuda-nvcc wheel, Triton's copy, PATH; else None."""
+    places = []
+    for package, sub in (("nvidia.cuda_nvcc", "bin"), ("triton", "backends/nvidia/bin")):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            places.append(Path(root) / sub / name)
+    found = next((str(p) for p in places if p.is_file()), None)
+    return found or shutil.which(name)
+
+
+_PTXAS_FIGURES = {
+    "registers": r"Used (\d+) registers",
+    "spill_store_bytes": r"(\d+) bytes spill stores",
+    "spill_load_bytes": r"(\d+) bytes spill loads",
+    "stack_bytes": r"(\d+) bytes stack frame",
+    "shared_bytes": r"(\d+) bytes smem",
+}
+
+
+def compile_report(ptx, cc):
+    """`ptxas -v` figures and the SASS instruction mix of `ptx` compiled for sm_<cc> (Chapter 6).
+
+    Returns {"ptxas": {registers, spill_store_bytes, spill_load_bytes, stack_bytes, shared_bytes},
+    "sass": instruction_mix(...)}. Raises RuntimeError when ptxas or cuobjdump cannot be found or fail.
+    """
+    ptxas, cuobjdump = find_tool("ptxas"), find_tool("cuobjdump")
+    if not ptxas or not cuobjdump:
+        raise RuntimeError("ptxas and cuobjdump are needed (CUDA toolkit, nvidia-cuda-nvcc wheel or Triton)")
+    arch = f"sm_{cc[0]}{cc[1]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        src, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        src.write_text(ptx)
+        run = subprocess.run(
+            [ptxas, "-v", f"-arch={arch}", str(src), "-o", str(cubin)], capture_output=True, text=True
+        )
+        if run.returncode:
+            raise RuntimeError(f"ptxas failed: {run.stderr.strip()[-500:]}")
+        figures = {}
+        for key, pattern in _PTXAS_FIGURES.items():
+            m = re.search(pattern, run.stderr)
+            figures[key] = int(m.group(1)) if m else 0
+        dump = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True)
+        if dump.returncode:
+            raise RuntimeError(f"cuobjdump failed: {dump.stderr.strip()[-500:]}")
+    return {"arch": arch, "ptxas": figures, "sass": instruction_mix(dump.stdout)}
+
+
+_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+_KINDS = ("FFMA", "LDS", "LDG", "STS", "STG", "LDL", "STL", "BAR")
+
+
+def _kind(op):
+    """The kind of a SASS opcode for instruction_mix: its base name if one of _KINDS, else 'other'."""
+    base = op.split(".")[0]
+    return base if base in _KINDS else "other"
+
+
+def instruction_mix(sass):
+    """Counts of SASS instructions by kind (FFMA, LDS, LDG, STS, STG, LDL, STL, BAR, other) (Chapter 6).
+
+    For the whole kernel (`total`) and for its hot loop: the loop (a backward branch) whose body holds
+    the most FFMAs, counted once per iteration (`loop`), with `ffma_share` = FFMA / all its instructions.
+    `lds128` counts the 128-bit shared loads among the LDS.
+    """
+    ops = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in _SASS_LINE.finditer(sass)]
+    total = Counter(_kind(op) for _, op, _ in ops)
+    best = None
+    for addr, op, rest in ops:
+        target = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None
+        if target and int(target.group(1), 16) < addr:
+            body = [o for a, o, _ in ops if int(target.group(1), 16) <= a <= addr]
+            count = Counter(_kind(o) for o in body)
+            if count["FFMA"] and (best is None or count["FFMA"] > best[0]["FFMA"]):
+                best = (count, body)
+    loop = {}
+    if best:
+        count, body = best
+        loop = {k: count[k] for k in (*_KINDS, "other")}
+        loop["instructions"] = len(body)
+        loop["lds128"] = sum(o.startswith("LDS") and ".128" in o for o in body)
+        loop["ffma_share"] = count["FFMA"] / len(body)
+    return {
+        "total": {k: total[k] for k in (*_KINDS, "other")}
+        | {"instructions": len(ops), "lds128": sum(o.startswith("LDS") and ".128" in o for _, o, _ in ops)},
+        "loop": loop,
+    }

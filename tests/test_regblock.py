@@ -1,0 +1,212 @@
+"""Chapter 6's register-blocked kernels: right under the simulator, lean once compiled, and lab 6's checks."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from cudalearn import checks, exercises
+from cudalearn.kernels import regblock
+
+SIZES = [(32, 32, 32), (19, 13, 23), (1, 1, 1), (16, 8, 17)]
+
+
+@pytest.mark.parametrize("name", list(regblock.FACTORIES))
+def test_each_step_computes_a_matmul_off_the_tile_grid(name):
+    kernel, tiles = regblock.build("sim")[name]
+    rng = np.random.default_rng(0)
+    for m, k, n in SIZES:
+        A = rng.standard_normal((m, k)).astype(np.float32)
+        B = rng.standard_normal((k, n)).astype(np.float32)
+        grid, threads = regblock.launch_config(name, tiles, m, n)
+        C = checks.run_kernel(kernel, grid, threads, A, B, checks.empty_output((m, n)))[2]
+        checks.check_close(C, A @ B, name=f"C of {name} {m, k, n}", rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_tile_rules_are_enforced_and_configs_chosen_by_compute_capability():
+    with pytest.raises(ValueError, match="must divide"):
+        regblock.make_regblock_2d_simple(BM=16, BN=16, BK=4, TM=3, TN=4)
+    with pytest.raises(ValueError, match="multiples of 4"):
+        regblock.make_regblock_2d_vec(BM=16, BN=16, BK=4, TM=2, TN=4)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        regblock.make_regblock_2d_prefetch(BM=16, BN=16, BK=2, TM=4, TN=4)
+    assert regblock.config_for((9, 0)) == regblock.config_for((8, 0)) == "h200"
+    assert regblock.config_for((7, 5)) == "t4"
+    assert regblock.config_for(None, simulator=True) == "sim"
+    grid, threads = regblock.launch_config("regblock_2d_vec", regblock.CONFIGS["h200"], 4096, 1000)
+    assert grid == (8, 32) and threads == 256
+
+
+SASS = """
+        /*0100*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0110*/                   LDS.128 R4, [R2] ;
+        /*0120*/                   LDS R8, [R3+0x4] ;
+        /*0130*/                   FFMA R10, R4, R8, R10 ;
+        /*0140*/                   FFMA R11, R5, R8, R11 ;
+        /*0150*/                   IADD3 R2, R2, 0x10, RZ ;
+        /*0160*/               @P0 BRA 0x110 ;
+        /*0170*/                   STG.E [R6.64], R10 ;
+        /*0180*/                   EXIT ;
+"""
+
+
+def test_instruction_mix_finds_the_hot_loop():
+    mix = regblock.instruction_mix(SASS)
+    assert mix["loop"] == {
+        "FFMA": 2,
+        "LDS": 2,
+        "LDG": 0,
+        "STS": 0,
+        "STG": 0,
+        "LDL": 0,
+        "STL": 0,
+        "BAR": 0,
+        "other": 2,
+        "instructions": 6,
+        "lds128": 1,
+        "ffma_share": 2 / 6,
+    }
+    assert mix["total"]["instructions"] == 9 and mix["total"]["STG"] == 1 and mix["total"]["BAR"] == 1
+
+
+def test_the_last_steps_compile_lean_for_the_h200_and_the_t4():
+    """ptxas and the SASS of the kernels as the book describes them (skipped without ptxas/cuobjdump)."""
+    if not (regblock.find_tool("ptxas") and regblock.find_tool("cuobjdump")):
+        pytest.skip("ptxas or cuobjdump not found (nvidia-cuda-nvcc wheel, Triton or a CUDA toolkit)")
+    code = """
+    import json, cudalearn
+    cudalearn.setup("compile", quiet=True)
+    from numba import cuda
+    from cudalearn.kernels import regblock
+    out = {}
+    for name, cc in [("regblock_1d", (9, 0)), ("regblock_2d_simple", (9, 0)), ("regblock_2d_vec", (9, 0)),
+                     ("regblock_2d_prefetch", (9, 0)), ("regblock_2d_prefetch_t4", (7, 5))]:
+        k = getattr(regblock, name)
+        bounds = k.targetoptions.get("launch_bounds")
+        ptx, _ = cuda.compile_ptx(k.py_func, regblock._SIG, cc=cc, launch_bounds=bounds)
+        out[name] = regblock.compile_report(ptx, cc) | {"f64": ".f64" in ptx}
+    print(json.dumps(out))
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    for name, got in rep.items():
+        assert not got["f64"], f"{name} computes in float64"
+        assert got["ptxas"]["spill_store_bytes"] == 0, f"{name} spills: {got['ptxas']}"
+    assert rep["regblock_1d"]["sass"]["loop"]["ffma_share"] < 0.25  # the book's figures, rounded
+    assert rep["regblock_2d_simple"]["ptxas"]["registers"] > 128  # one block an SM
+    assert rep["regblock_2d_simple"]["sass"]["loop"]["ffma_share"] < 0.5
+    for name in ("regblock_2d_vec", "regblock_2d_prefetch"):
+        got = rep[name]
+        assert got["ptxas"]["registers"] <= regblock.MAX_REGISTERS, got["ptxas"]
+        assert got["sass"]["loop"]["LDS"] == got["sass"]["loop"]["lds128"], f"{name}: 32-bit shared loads"
+    assert rep["regblock_2d_vec"]["sass"]["loop"]["ffma_share"] > 0.75
+    assert rep["regblock_2d_prefetch"]["sass"]["loop"]["ffma_share"] > 0.85
+    assert rep["regblock_2d_prefetch"]["sass"]["loop"]["FFMA"] == 4 * 64  # k unrolled by 4, 8x8 outputs
+
+
+# Lab 6 -------------------------------------------------------------------------------------------
+
+BM, BN, BK, TM, TN = 16, 16, 4, 4, 4
+THREADS = (BM // TM) * (BN // TN)
+
+
+def _lab_kernel(variant):
+    """A lab-6 kernel: 'solution', 'unblocked' (reads shared memory per multiply-add) or 'stub'."""
+
+    @cuda.jit
+    def matmul_regblock(A, B, C):
+        sA = cuda.shared.array((BM, BK), float32)
+        sB = cuda.shared.array((BK, BN), float32)
+        acc = cuda.local.array((TM, TN), float32)
+        a = cuda.local.array(TM, float32)
+        b = cuda.local.array(TN, float32)
+        t = cuda.threadIdx.x
+        tx, ty = t % (BN // TN), t // (BN // TN)
+        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        M, N, K = C.shape[0], C.shape[1], A.shape[1]
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+        for k0 in range(0, K, BK):
+            for e in range(t, BM * BK, THREADS):
+                r, c = e // BK, e % BK
+                sA[r, c] = A[row0 + r, k0 + c] if row0 + r < M and k0 + c < K else float32(0.0)
+            for e in range(t, BK * BN, THREADS):
+                r, c = e // BN, e % BN
+                sB[r, c] = B[k0 + r, col0 + c] if k0 + r < K and col0 + c < N else float32(0.0)
+            cuda.syncthreads()
+            for k in range(BK):
+                if variant == "solution":
+                    for i in range(TM):
+                        a[i] = sA[ty * TM + i, k]
+                    for j in range(TN):
+                        b[j] = sB[k, tx * TN + j]
+                    for i in range(TM):
+                        for j in range(TN):
+                            acc[i, j] += a[i] * b[j]
+                elif variant == "unblocked":
+                    for i in range(TM):
+                        for j in range(TN):
+                            acc[i, j] += sA[ty * TM + i, k] * sB[k, tx * TN + j]
+            cuda.syncthreads()
+        if variant != "stub":
+            for i in range(TM):
+                for j in range(TN):
+                    if row0 + ty * TM + i < M and col0 + tx * TN + j < N:
+                        C[row0 + ty * TM + i, col0 + tx * TN + j] = acc[i, j]
+
+    return matmul_regblock
+
+
+def test_lab_regblock_check_passes_the_solution_and_names_what_is_wrong():
+    exercises.check_regblock_matmul(_lab_kernel("solution"), BM, BN, BK, TM, TN)
+    with pytest.raises(AssertionError, match="not done yet"):
+        exercises.check_regblock_matmul(_lab_kernel("stub"), BM, BN, BK, TM, TN)
+    with pytest.raises(AssertionError, match="reads shared memory 32 times per step along k"):
+        exercises.check_regblock_matmul(_lab_kernel("unblocked"), BM, BN, BK, TM, TN)
+
+
+def test_lab_function_checks():
+    exercises.check_reads_per_fma(lambda tm, tn: (tm + tn) / (tm * tn))
+    with pytest.raises(AssertionError, match="reads_per_fma"):
+        exercises.check_reads_per_fma(lambda tm, tn: 2 / (tm * tn))
+
+    def stub(cc):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not done yet"):
+        exercises.check_autocast_dtype(stub)
+    import torch
+
+    exercises.check_autocast_dtype(
+        lambda cc: torch.bfloat16 if cc >= (8, 0) else torch.float16 if cc >= (7, 0) else None
+    )
+    with pytest.raises(AssertionError, match=r"autocast_dtype\(\(7, 5\)\)"):
+        exercises.check_autocast_dtype(lambda cc: torch.bfloat16 if cc >= (7, 0) else None)
+
+
+@pytest.mark.parametrize(
+    "target,name",
+    [("h200", "regblock_2d_vec"), ("h200", "regblock_2d_prefetch"), ("t4", "regblock_2d_prefetch")],
+)
+def test_real_tile_sizes_right_and_race_free_on_full_and_edge_tiles(target, name):
+    """Traced on the CPU at the GPU tile sizes: one interior block, three edge blocks, 3 tiles along k."""
+    from cudalearn.trace import trace
+
+    kernel, tiles = regblock.build(target)[name]
+    m, k, n = tiles["BM"] + 6, 2 * tiles["BK"] + 3, tiles["BN"] + 5
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    grid, threads = regblock.launch_config(name, tiles, m, n)
+    report = trace(kernel, grid, threads, A, B, np.full((m, n), np.nan, np.float32))
+    assert report.race_count == 0, report.races[:3]
+    checks.check_close(report.outputs[2], A @ B, name=f"traced C of {name}", rtol=1e-4, atol=1e-4)
