@@ -1,0 +1,297 @@
+"""Plain and residual networks of any depth, and the gradients that reach their layers (Chapter 8).
+
+A *plain* network stacks blocks `y = F(x)`; a *residual* network stacks
+`y = F(x) + x`, the identity shortcut of ResNet (He et al., 2015). Both are
+built from the same `Block`, so the only difference between them is the
+`+ x`. By the chain rule, the gradient through a residual block is
+`dL/dx = dL/dy (dF/dx + 1)`: the `+ 1` carries `dL/dy` back unchanged,
+however small `dF/dx` is.
+
+- `Block` is one block of two weight layers in pre-activation order
+  (He et al., 2016): `F(x) = W2 relu(N2(W1 relu(N1(x))))`, with `W` a
+  `Linear` (vectors) or a 3x3 `Conv2d` (images) and `N` a BatchNorm or
+  nothing. `Block.branch(x)` is `F(x)` alone.
+- `make_net(blocks, skip=...)` puts `blocks` of them between a stem layer
+  and a classifier head: `2 * blocks + 2` weight layers in all.
+- `grad_norms` gives the norm of each weight layer's gradient, input side
+  first; `fit` trains a network and keeps its curves.
+- `digits_split` is scikit-learn's 8x8 digits (1,797 images, shipped with
+  the package), standardised and split once into training and test sets.
+
+Shapes: vectors (B, width) float32, images (B, C, H, W) float32, labels (B,)
+int64, logits (B, classes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Block(nn.Module):
+    """y = F(x) + x (skip=True) or y = F(x) (skip=False), F two weight layers, pre-activation (Chapter 8).
+
+    `conv=False`: x (B, width), weight layers Linear(width, width);
+    `conv=True`: x (B, width, H, W), weight layers 3x3 Conv2d with padding 1.
+    `norm=True` puts a BatchNorm before each ReLU; `norm=False` none.
+    """
+
+    def __init__(self, width: int, *, skip: bool = True, conv: bool = False, norm: bool = True):
+        super().__init__()
+        if conv:
+            self.w1 = nn.Conv2d(width, width, 3, padding=1, bias=not norm)
+            self.w2 = nn.Conv2d(width, width, 3, padding=1, bias=not norm)
+        else:
+            self.w1 = nn.Linear(width, width, bias=not norm)
+            self.w2 = nn.Linear(width, width, bias=not norm)
+        batchnorm = nn.BatchNorm2d if conv else nn.BatchNorm1d
+        self.n1 = batchnorm(width) if norm else nn.Identity()
+        self.n2 = batchnorm(width) if norm else nn.Identity()
+        self.skip = skip
+
+    def branch(self, x: torch.Tensor) -> torch.Tensor:
+        """F(x) = W2 relu(N2(W1 relu(N1(x)))): the residual branch alone."""
+        return self.w2(torch.relu(self.n2(self.w1(torch.relu(self.n1(x))))))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """F(x) + x with the skip, F(x) without."""
+        f = self.branch(x)
+        return f + x if self.skip else f
+
+    def extra_repr(self) -> str:
+        """'skip=True' or 'skip=False' in the module's printout."""
+        return f"skip={self.skip}"
+
+
+def make_net(
+    blocks: int,
+    *,
+    skip: bool,
+    conv: bool = False,
+    norm: bool = True,
+    width: int = 64,
+    inputs: int = 64,
+    classes: int = 10,
+) -> nn.Sequential:
+    """A plain (skip=False) or residual (skip=True) network of `blocks` Blocks: 2*blocks + 2 weight layers.
+
+    `conv=False`: input (B, inputs) -> Linear stem -> blocks -> N, ReLU ->
+    Linear head. `conv=True`: input (B, inputs, H, W) with `inputs` channels
+    -> 3x3 Conv2d stem -> blocks -> N, ReLU -> global average pool ->
+    Linear head. Output (B, classes) logits (Chapter 8).
+    """
+    if conv:
+        stem: nn.Module = nn.Conv2d(inputs, width, 3, padding=1)
+        tail: list[nn.Module] = [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+        batchnorm: type[nn.Module] = nn.BatchNorm2d
+    else:
+        stem, tail, batchnorm = nn.Linear(inputs, width), [], nn.BatchNorm1d
+    body = [Block(width, skip=skip, conv=conv, norm=norm) for _ in range(blocks)]
+    final = [batchnorm(width) if norm else nn.Identity(), nn.ReLU()]
+    return nn.Sequential(stem, *body, *final, *tail, nn.Linear(width, classes))
+
+
+def weight_layers(net: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(name, layer) of every Linear and Conv2d of `net`, in the order they were registered (Chapter 8)."""
+    return [(name, m) for name, m in net.named_modules() if isinstance(m, nn.Linear | nn.Conv2d)]
+
+
+def grad_norms(net: nn.Module, X: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    """Norms of dL/dW for each weight layer (input side first) after one cross-entropy backward (Chapter 8).
+
+    X (B, ...) float32, y (B,) int64 on the network's device. The network
+    stays in training mode (BatchNorm uses the batch's statistics, as during
+    training); its gradients are left filled in. Returns (layers,) float64.
+    """
+    net.train()
+    net.zero_grad(set_to_none=True)
+    F.cross_entropy(net(X), y).backward()
+    return np.array([m.weight.grad.norm().item() for _, m in weight_layers(net)], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A training and a test set on one device: X (n, ...) float32, y (n,) int64 (Chapters 8-9)."""
+
+    X_train: torch.Tensor
+    y_train: torch.Tensor
+    X_test: torch.Tensor
+    y_test: torch.Tensor
+
+    def to(self, device) -> Split:
+        """The same split on `device`."""
+        return Split(*(t.to(device) for t in (self.X_train, self.y_train, self.X_test, self.y_test)))
+
+
+def digits_split(*, test: int = 497, images: bool = False, seed: int = 0, device="cpu") -> Split:
+    """scikit-learn's 8x8 digits in [-1, 1], shuffled once with `seed`; the last `test` images held out.
+
+    X is (n, 64) float32, or (n, 1, 8, 8) with `images=True` (Chapter 8).
+    """
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = torch.tensor(X / 8.0 - 1.0, dtype=torch.float32)
+    if images:
+        X = X.reshape(-1, 1, 8, 8)
+    y = torch.tensor(y, dtype=torch.int64)
+    order = torch.randperm(len(X), generator=torch.Generator().manual_seed(seed))
+    X, y = X[order], y[order]
+    if not 0 < test < len(X):
+        raise ValueError(f"test={test} must be between 1 and {len(X) - 1}")
+    n = len(X) - test
+    return Split(X[:n], y[:n], X[n:], y[n:]).to(device)
+
+
+@dataclass
+class History:
+    """What `fit` saw: mean training loss per epoch, final losses and accuracies (Chapter 8)."""
+
+    epoch_loss: list[float] = field(default_factory=list)
+    train_loss: float = float("nan")
+    train_acc: float = float("nan")
+    test_acc: float = float("nan")
+
+    def as_dict(self) -> dict:
+        """Plain numbers, for printing and for the reference data."""
+        return {
+            "epoch_loss": [round(v, 5) for v in self.epoch_loss],
+            "train_loss": round(self.train_loss, 5),
+            "train_acc": round(self.train_acc, 5),
+            "test_acc": round(self.test_acc, 5),
+        }
+
+
+@torch.no_grad()
+def evaluate(net: nn.Module, X: torch.Tensor, y: torch.Tensor, batch: int = 1024) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of `net` in eval mode on X (n, ...), y (n,) (Chapters 8-9)."""
+    net.eval()
+    loss, correct = 0.0, 0
+    for i in range(0, len(X), batch):
+        logits = net(X[i : i + batch])
+        loss += F.cross_entropy(logits, y[i : i + batch], reduction="sum").item()
+        correct += (logits.argmax(1) == y[i : i + batch]).sum().item()
+    return loss / len(X), correct / len(X)
+
+
+def fit(
+    net: nn.Module,
+    data: Split,
+    *,
+    epochs: int,
+    lr: float,
+    batch: int = 64,
+    seed: int = 0,
+    optimizer: str = "sgd",
+    weight_decay: float = 0.0,
+) -> History:
+    """Train `net` with cross-entropy on data.X_train, in mini-batches shuffled by `seed` (Chapters 8-9).
+
+    optimizer 'sgd' (momentum 0.9) or 'adamw'. Returns the History: the mean
+    loss of each epoch as seen during training, then the final training
+    loss and accuracy and the test accuracy, measured in eval mode.
+    """
+    if optimizer == "sgd":
+        opt: torch.optim.Optimizer = torch.optim.SGD(
+            net.parameters(), lr=lr, momentum=0.9, weight_decay=weight_decay
+        )
+    elif optimizer == "adamw":
+        opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+    else:
+        raise ValueError(f"optimizer must be 'sgd' or 'adamw', not {optimizer!r}")
+    X, y = data.X_train, data.y_train
+    gen = torch.Generator().manual_seed(seed)
+    hist = History()
+    for _ in range(epochs):
+        net.train()
+        order = torch.randperm(len(X), generator=gen).to(X.device)
+        total = torch.zeros((), device=X.device)
+        steps = 0
+        # Whole batches only (a last batch of one sample would break BatchNorm); one if X is smaller.
+        for i in range(0, max(len(X) - batch, 0) + 1, batch):
+            idx = order[i : i + batch]
+            loss = F.cross_entropy(net(X[idx]), y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.detach()
+            steps += 1
+        hist.epoch_loss.append(total.item() / max(steps, 1))  # one device sync per epoch
+    hist.train_loss, hist.train_acc = evaluate(net, X, y)
+    hist.test_acc = evaluate(net, data.X_test, data.y_test)[1]
+    return hist
+
+
+def compare_depths(
+    nets: Mapping[str, tuple[int, bool]],
+    data: Split,
+    *,
+    seeds: Sequence[int],
+    conv: bool = False,
+    width: int = 64,
+    **fit_args,
+) -> dict[str, dict]:
+    """Train make_net(blocks, skip=skip) for each {label: (blocks, skip)} and each seed (Chapter 8).
+
+    Returns {label: {"blocks", "skip", "layers", "runs": [History.as_dict()
+    per seed], "train_loss", "test_acc" (means over the seeds)}}.
+    """
+    inputs = data.X_train.shape[1]
+    out = {}
+    for label, (blocks, skip) in nets.items():
+        runs = []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            net = make_net(blocks, skip=skip, conv=conv, width=width, inputs=inputs)
+            net = net.to(data.X_train.device)
+            runs.append(fit(net, data, seed=seed, **fit_args).as_dict())
+        out[label] = {
+            "blocks": blocks,
+            "skip": skip,
+            "layers": 2 * blocks + 2,
+            "runs": runs,
+            "train_loss": float(np.mean([r["train_loss"] for r in runs])),
+            "test_acc": float(np.mean([r["test_acc"] for r in runs])),
+        }
+    return out
+
+
+def plot_grad_norms(curves: Mapping[str, Sequence[float]], *, title: str = "gradient norm per layer"):
+    """Semi-log plot of {label: per-layer gradient norms}, input side on the left (Chapter 8)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    for label, norms in curves.items():
+        norms = np.asarray(norms, dtype=np.float64)
+        ax.semilogy(np.arange(1, len(norms) + 1), np.maximum(norms, 1e-30), label=label)
+    ax.set_xlabel("weight layer (1 = next to the input)")
+    ax.set_ylabel("||dL/dW||")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", lw=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_histories(results: Mapping[str, dict], *, title: str = "training loss"):
+    """Mean training loss per epoch of each network of `compare_depths` (first seed), log y (Chapter 8)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    for label, res in results.items():
+        curve = res["runs"][0]["epoch_loss"]
+        ax.semilogy(
+            np.arange(1, len(curve) + 1), curve, marker=".", label=f"{label} ({res['layers']} layers)"
+        )
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("mean training loss")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", lw=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,153 @@
+"""Chapter 8: plain and residual networks, their gradients, training, and the lab 8 checks."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from cudalearn import checks, exercises
+from cudalearn.nn import resnet
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Small models run faster, and reproducibly, on one CPU thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("conv", [False, True])
+def test_residual_block_is_its_plain_twin_plus_the_input(conv):
+    torch.manual_seed(0)
+    res = resnet.Block(6, skip=True, conv=conv).eval()
+    plain = resnet.Block(6, skip=False, conv=conv).eval()
+    plain.load_state_dict(res.state_dict())
+    x = torch.randn(3, 6, 5, 5) if conv else torch.randn(3, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(res(x), plain(x) + x)
+        torch.testing.assert_close(res.branch(x), plain(x))
+
+
+def test_make_net_layers_parameters_and_shapes():
+    for conv, x in ((False, torch.randn(4, 64)), (True, torch.randn(4, 1, 8, 8))):
+        nets = [resnet.make_net(3, skip=s, conv=conv, width=8, inputs=x.shape[1]) for s in (False, True)]
+        assert [len(resnet.weight_layers(n)) for n in nets] == [8, 8]
+        assert len({sum(p.numel() for p in n.parameters()) for n in nets}) == 1
+        assert nets[1](x).shape == (4, 10)
+    no_norm = resnet.make_net(2, skip=True, norm=False, width=8)
+    assert not any(isinstance(m, nn.BatchNorm1d) for m in no_norm.modules())
+    assert all(m.bias is not None for _, m in resnet.weight_layers(no_norm))
+
+
+def test_gradients_vanish_explode_or_flow():
+    data = resnet.digits_split()
+    X, y = data.X_train[:64], data.y_train[:64]
+    ratio = {}
+    for skip in (False, True):
+        for norm in (False, True):
+            torch.manual_seed(0)
+            g = resnet.grad_norms(resnet.make_net(20, skip=skip, norm=norm, width=32), X, y)
+            assert g.shape == (42,) and g.dtype == np.float64
+            ratio[skip, norm] = g[0] / g[-1]
+    assert ratio[False, False] < 1e-6  # plain, no normalisation: vanishing
+    assert ratio[False, True] > 1e2  # plain + BatchNorm: exploding towards the input
+    assert 1e-2 < ratio[True, False] < 1e2 and 1e-2 < ratio[True, True] < 1e2
+
+
+def test_the_plus_one_on_the_jacobian():
+    torch.manual_seed(0)
+    block = resnet.Block(5, norm=False).double()
+    x = torch.randn(1, 5, dtype=torch.float64)
+    jy = torch.autograd.functional.jacobian(block, x).reshape(5, 5)
+    jf = torch.autograd.functional.jacobian(block.branch, x).reshape(5, 5)
+    torch.testing.assert_close(jy - jf, torch.eye(5, dtype=torch.float64))
+
+
+def test_digits_split():
+    d = resnet.digits_split(test=97)
+    assert d.X_train.shape == (1700, 64) and d.X_test.shape == (97, 64)
+    assert d.X_train.dtype == torch.float32 and d.y_train.dtype == torch.int64
+    assert -1.0 <= float(d.X_train.min()) and float(d.X_train.max()) <= 1.0
+    assert resnet.digits_split(images=True).X_train.shape[1:] == (1, 8, 8)
+    with pytest.raises(ValueError, match="test="):
+        resnet.digits_split(test=0)
+
+
+def test_fit_learns_and_reports():
+    data = resnet.digits_split(test=300)
+    small = resnet.Split(data.X_train[:300], data.y_train[:300], data.X_test, data.y_test)
+    torch.manual_seed(0)
+    net = resnet.make_net(1, skip=True, width=32)
+    hist = resnet.fit(net, small, epochs=3, lr=0.05, batch=32)
+    assert len(hist.epoch_loss) == 3 and hist.epoch_loss[-1] < hist.epoch_loss[0]
+    assert hist.test_acc > 0.5 and 0 <= hist.train_acc <= 1
+    assert set(hist.as_dict()) == {"epoch_loss", "train_loss", "train_acc", "test_acc"}
+    tiny = resnet.Split(data.X_train[:20], data.y_train[:20], data.X_test, data.y_test)
+    hist = resnet.fit(
+        resnet.make_net(1, skip=False, width=8), tiny, epochs=1, lr=1e-3, batch=64, optimizer="adamw"
+    )
+    assert np.isfinite(hist.epoch_loss[0])  # a training set smaller than a batch is one batch
+    with pytest.raises(ValueError, match="optimizer"):
+        resnet.fit(net, small, epochs=1, lr=0.1, optimizer="lbfgs")
+
+
+def test_compare_depths_and_plots():
+    data = resnet.digits_split(test=200)
+    small = resnet.Split(data.X_train[:128], data.y_train[:128], data.X_test, data.y_test)
+    res = resnet.compare_depths(
+        {"a": (1, False), "b": (2, True)}, small, seeds=[0, 1], width=8, epochs=1, lr=0.05
+    )
+    assert list(res) == ["a", "b"] and res["b"]["layers"] == 6 and len(res["a"]["runs"]) == 2
+    assert res["a"]["test_acc"] == pytest.approx(np.mean([r["test_acc"] for r in res["a"]["runs"]]))
+    fig = resnet.plot_histories(res)
+    fig2 = resnet.plot_grad_norms({"x": [1.0, 0.0, 2.0]})
+    assert fig.axes and fig2.axes
+
+
+class _Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(width, width), nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+def _first_to_last(net, X, y):
+    layers = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    net.zero_grad()
+    nn.functional.cross_entropy(net(X), y).backward()
+    return (layers[0].weight.grad.norm() / layers[-1].weight.grad.norm()).item()
+
+
+def _input_gradient(branch, x, g):
+    xr = x.detach().clone().requires_grad_(True)
+    return torch.autograd.grad(branch(xr), xr, grad_outputs=g)[0] + g
+
+
+def test_lab8_checks_pass_on_solutions():
+    exercises.check_residual_block(_Block)
+    exercises.check_input_gradient(_input_gradient, cases=["mlp", "tanh", "zero", "conv"])
+    exercises.check_first_to_last(_first_to_last, _Block, blocks=30, width=16)
+
+
+def test_lab8_checks_catch_mistakes():
+    class NoSkip(_Block):
+        def forward(self, x):
+            return self.fc2(torch.relu(self.fc1(x)))
+
+    class Stub(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match=r"\+ x` is missing"):
+        exercises.check_residual_block(NoSkip)
+    with pytest.raises(AssertionError, match=checks.NOT_DONE[:20]):
+        exercises.check_residual_block(Stub)
+    with pytest.raises(AssertionError, match=r"\+1 term"):
+        exercises.check_input_gradient(lambda b, x, g: _input_gradient(b, x, g) - g)
+    with pytest.raises(AssertionError, match="upside down"):
+        exercises.check_first_to_last(lambda *a: 1 / _first_to_last(*a), _Block)

@@ -1,0 +1,182 @@
+"""Chapter 9: patchify three ways, the patch embedding as a GEMM, FLOP counts, models, lab 9 checks."""
+
+import numpy as np
+import pytest
+import torch
+from numba import cuda
+from torch import nn
+
+from cudalearn import checks, exercises
+from cudalearn.kernels.patchify import patchify, patchify_launch
+from cudalearn.nn import vit
+from cudalearn.trace import trace
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Small models run faster, and reproducibly, on one CPU thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("shape, p", [((2, 3, 8, 12), 4), ((1, 1, 6, 6), 3), ((1, 2, 4, 4), 1)])
+def test_three_ways_to_patchify_agree(shape, p):
+    x = torch.randn(shape)
+    a = vit.patchify_reshape(x, p)
+    b, c, h, w = shape
+    assert a.shape == (b, (h // p) * (w // p), c * p * p)
+    torch.testing.assert_close(vit.patchify_unfold(x, p), a, rtol=0, atol=0)
+    torch.testing.assert_close(vit.patchify_numba(x, p), a, rtol=0, atol=0)
+    torch.testing.assert_close(vit.unpatchify(a, p, h, w), x, rtol=0, atol=0)
+    torch.testing.assert_close(a[0, 1], x[0, :, 0:p, p : 2 * p].reshape(-1))  # token 1: patch row 0, column 1
+
+
+def test_sizes_must_be_multiples_of_the_patch():
+    with pytest.raises(ValueError, match="multiple"):
+        vit.num_patches(10, 8, 4)
+    with pytest.raises(ValueError, match="multiple"):
+        patchify_launch((1, 3, 10, 8), 4)
+    (gx, gy, gz), (bx, _, _) = patchify_launch((2, 3, 16, 8), 4)
+    assert gx * bx >= 48 and gy == 8 and gz == 2 and bx % 32 == 0
+
+
+def test_patchify_kernel_memory_access():
+    img = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    sectors = {}
+    for p in (2, 4, 8):
+        out = np.zeros((1, (32 // p) ** 2, 3 * p * p), np.float32)
+        grid, block = patchify_launch(img.shape, p)
+        rep = trace(patchify, grid, block, img, out, np.int32(p))
+        np.testing.assert_array_equal(rep.outputs[1], vit.patchify_reshape(torch.from_numpy(img), p).numpy())
+        sectors[p] = (rep.global_load_sectors, rep.global_store_sectors)
+    ideal = img.nbytes // 32
+    assert sectors == {2: (4 * ideal, ideal * 4 // 3), 4: (2 * ideal, ideal), 8: (ideal, ideal)}
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_patch_embedding_is_a_linear_layer(bias):
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 7, kernel_size=4, stride=4, bias=bias)
+    x = torch.randn(2, 3, 8, 12)
+    lin = vit.linear_from_conv(conv)
+    assert (lin.in_features, lin.out_features, lin.bias is None) == (48, 7, not bias)
+    with torch.no_grad():
+        torch.testing.assert_close(lin(vit.patchify_reshape(x, 4)), conv(x).flatten(2).transpose(1, 2))
+    with pytest.raises(ValueError, match="kernel = stride"):
+        vit.linear_from_conv(nn.Conv2d(3, 7, kernel_size=3, stride=1))
+
+
+def test_gemm_embedding_equals_the_conv_one():
+    torch.manual_seed(0)
+    conv_embed = vit.PatchEmbedding(3, 8, 4)
+    gemm_embed = vit.PatchEmbedding(3, 8, 4, gemm=True)
+    gemm_embed.proj = vit.linear_from_conv(conv_embed.proj)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(gemm_embed(x), conv_embed(x))
+
+
+def test_models_shapes():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 16, 16)
+    for gemm in (False, True):
+        model = vit.ViT(image=16, patch=4, channels=3, dim=16, depth=2, heads=2, gemm_embed=gemm)
+        assert model(x).shape == (2, 10) and model.tokens(x).shape == (2, 16, 16)
+    assert vit.SmallCNN(channels=3, widths=(4, 8)).eval()(x).shape == (2, 10)
+    assert vit.parameters(nn.Linear(3, 2)) == 8
+    with pytest.raises(ValueError, match="heads"):
+        vit.Attention(10, 3)
+
+
+@pytest.mark.parametrize("n, d, heads, ratio", [(16, 32, 2, 2), (49, 24, 3, 4)])
+def test_block_flops_match_the_flop_counter(n, d, heads, ratio):
+    block = vit.TransformerBlock(d, heads, ratio).to("meta")
+    counted = vit.op_flops(lambda: block(torch.empty(1, n, d, device="meta")))
+    f = vit.block_flops(n, d, ratio)
+    assert counted == {"addmm": f["projections"] + f["mlp"], "bmm": f["attention"]}
+    assert vit.attention_share(n, d, ratio) == pytest.approx(f["attention"] / sum(f.values()))
+
+
+def test_op_categories_and_time_shares():
+    assert [vit.op_category(k) for k in ("aten::addmm", "aten::convolution_backward", "aten::gelu")] == [
+        "matmul",
+        "convolution",
+        "other",
+    ]
+    model = vit.ViT(image=8, patch=4, dim=8, depth=1, heads=2)
+    x, y = torch.randn(2, 1, 8, 8), torch.tensor([1, 2])
+
+    def step():
+        nn.functional.cross_entropy(model(x), y).backward()
+
+    shares = vit.time_shares(step, cuda=False, repeat=1)
+    assert shares["matmul"] > 0 and shares["total_ms"] > 0
+    assert shares["matmul"] + shares["convolution"] + shares["other"] == pytest.approx(1)
+
+
+def test_receptive_fields():
+    torch.manual_seed(0)
+    cnn = vit.SmallCNN(widths=(4, 4)).eval()
+    x = torch.randn(1, 1, 12, 12)
+    assert vit.receptive_field(cnn.features[0], x, (0, 0, 6, 6)).sum() == 9
+    model = vit.ViT(image=12, patch=4, dim=8, depth=1, heads=2).eval()
+    assert vit.receptive_field(lambda t: model.blocks[0](model.tokens(t)), x, (0, 0, 0)).all()
+    assert vit.receptive_field(model.tokens, x, (0, 0, 0)).sum() == 16  # before attention: its own patch
+
+
+def test_shifted_digits():
+    d = vit.shifted_digits(canvas=12, train=50, test=30, seed=1)
+    assert d.X_train.shape == (50, 1, 12, 12) and d.X_test.shape == (30, 1, 12, 12)
+    assert float(d.X_train.min()) == -1.0 and float(d.X_train.max()) <= 1.0
+    ink = (d.X_train[:, 0] > -1).any(dim=0)  # the digits land in different places
+    assert ink.sum() > 64
+    centred = vit.shifted_digits(canvas=8, train=5, test=5)
+    assert centred.X_train.shape[-1] == 8
+    with pytest.raises(ValueError, match="canvas"):
+        vit.shifted_digits(canvas=6)
+    with pytest.raises(ValueError, match="more than"):
+        vit.shifted_digits(train=1500, test=500)
+
+
+def test_little_data_experiment_runs():
+    assert vit.little_data_sizes(100, 900) == [100, 300, 900] and vit.little_data_sizes(100, 299) == [100]
+    out = vit.cnn_vs_vit({"centred": (8, 2)}, [40], seeds=[0], test=50, epochs=1, batch=16, dim=8)
+    acc = out["accuracy"]["centred"]
+    assert set(acc) == {"CNN", "ViT"} and 0 <= acc["CNN"]["40"] <= 1
+    assert out["params"]["CNN"] > 0
+    assert vit.plot_learning_curves(out["accuracy"]).axes
+    assert vit.plot_maps({"a": np.eye(3, dtype=bool)}).axes
+
+
+def test_show_patches_draws_the_grid_and_tokens():
+    img = (np.arange(32 * 48 * 3) % 255).reshape(32, 48, 3).astype(np.uint8)
+    fig = vit.show_patches(img, 16, tokens=4)
+    assert len(fig.axes) == 5
+
+
+def test_lab9_checks_pass_on_solutions_and_catch_stubs():
+    exercises.check_patchify(patchify)
+
+    def linear_from_conv(conv):
+        return vit.linear_from_conv(conv)
+
+    exercises.check_patch_embedding(linear_from_conv, cases=[(1, 4, 4, 8, 2, False), (3, 8, 8, 8, 4, True)])
+    exercises.check_attention_flops(lambda i, p, d: 4 * (i // p) ** 4 * d)
+
+    @cuda.jit
+    def stub(img, out, p):
+        pass
+
+    with pytest.raises(AssertionError, match=checks.NOT_DONE[:20]):
+        exercises.check_patchify(stub)
+
+    def not_done(*args):
+        raise NotImplementedError()
+
+    for check in (exercises.check_patch_embedding, exercises.check_attention_flops):
+        with pytest.raises(AssertionError, match=checks.NOT_DONE[:20]):
+            check(not_done)
+    with pytest.raises(AssertionError, match="one of the two products"):
+        exercises.check_attention_flops(lambda i, p, d: 2 * (i // p) ** 4 * d)
