@@ -1,0 +1,260 @@
+"""AlexNet in two columns (Chapter 7): sizes, the split against the unsplit network, bytes, memory, lab."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from cudalearn import checks, exercises
+from cudalearn.nn import alexnet, memory
+from cudalearn.nn.alexnet import (
+    EXCHANGE_2012,
+    EXCHANGE_EVERY,
+    AlexNet,
+    AlexNetConfig,
+    GroupedLinear,
+    TrainStep,
+    TwoColumnAlexNet,
+)
+
+
+def test_the_2012_network_has_its_published_sizes():
+    cfg = AlexNetConfig.original()
+    assert cfg.spatial() == [27, 13, 13, 13, 6]
+    assert cfg.spatial(pooled=False) == [55, 27, 13, 13, 13]
+    assert cfg.input_shape("fc6") == (9216,)
+    assert cfg.n_params() == 60_965_224
+    assert cfg.param_count("conv2") == 256 * 48 * 25 + 256  # grouped: each filter reads 48 maps
+    assert cfg.param_count("conv3") == 384 * 256 * 9 + 384  # exchanged: each filter reads all 256
+    assert cfg.flops("conv1") == 2 * 96 * 363 * 55 * 55
+    assert cfg.flops("fc6") == 2 * 9216 * 4096
+    every = cfg.replace(exchange=EXCHANGE_EVERY)
+    assert every.n_params() == 62_378_344 and every.exchange == EXCHANGE_EVERY
+
+
+def test_config_is_validated():
+    with pytest.raises(ValueError, match="even"):
+        AlexNetConfig.small(classes=11)
+    with pytest.raises(ValueError, match="exchange"):
+        AlexNetConfig.small(exchange=("conv1",))
+    with pytest.raises(ValueError, match="activation"):
+        AlexNetConfig.small(activation="gelu")
+    with pytest.raises(ValueError, match="too small"):
+        AlexNetConfig.small(image=8)
+    assert AlexNetConfig.small(exchange=("fc7", "conv2")).exchange == ("conv2", "fc7")  # network order
+
+
+def test_grouped_linear_is_block_diagonal():
+    torch.manual_seed(0)
+    layer = GroupedLinear(6, 4, groups=2)
+    x = torch.randn(3, 6)
+    w = torch.zeros(4, 6)
+    w[:2, :3], w[2:, 3:] = layer.weight[:2], layer.weight[2:]
+    torch.testing.assert_close(layer(x), x @ w.T + layer.bias)
+
+
+@pytest.mark.parametrize("exchange", [EXCHANGE_2012, EXCHANGE_EVERY, (), ("conv2", "fc7")])
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_two_columns_compute_the_unsplit_network(exchange, activation):
+    cfg = AlexNetConfig.small(exchange=exchange, activation=activation)
+    torch.manual_seed(1)
+    net = AlexNet(cfg).eval()
+    two = TwoColumnAlexNet.from_unsplit(net)
+    n = cfg.n_params()
+    assert sum(p.numel() for p in net.parameters()) == sum(p.numel() for p in two.parameters()) == n
+    x, y = torch.randn(5, 1, 32, 32), torch.randint(0, 10, (5,))
+    a, b = net(x), two(x)
+    torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+    F.cross_entropy(a, y).backward()
+    F.cross_entropy(b, y).backward()
+    ref, mine = net.column_tensors(grad=True), two.column_tensors(grad=True)
+    assert set(ref) == set(mine) and len(ref) == 32
+    for key in ref:
+        torch.testing.assert_close(mine[key], ref[key], rtol=1e-4, atol=1e-6)
+    assert two.traffic.by_layer() == alexnet.exchange_bytes(cfg, 5)
+
+
+def test_traffic_counts_only_what_changes_column():
+    cfg = AlexNetConfig.small(exchange=())
+    two = TwoColumnAlexNet(cfg).eval()
+    two(torch.randn(2, 1, 32, 32))
+    assert two.traffic.by_layer() == {alexnet.OUTPUT: (2 * 5 * 4, 0)}  # forward only: no backward ran
+    two.traffic.reset()
+    assert two.traffic.total() == 0
+    copies = (torch.randn(2, 1, 32, 32),) * 2
+    torch.testing.assert_close(two(copies), two(copies[0]))  # a copy per column, or one for both
+
+
+def test_exchange_bytes_of_the_2012_network():
+    got = alexnet.exchange_bytes(AlexNetConfig.original(), 128)
+    assert got["conv3"] == (128 * 256 * 13 * 13 * 4,) * 2
+    assert got[alexnet.OUTPUT] == (128 * 500 * 4,) * 2
+    assert sum(f + b for f, b in got.values()) == 62_640_128
+    half = alexnet.exchange_bytes(AlexNetConfig.original(), 128, bytes_per_element=2)
+    assert sum(f + b for f, b in half.values()) == 62_640_128 // 2
+
+
+def test_default_initialisation_suits_the_activation():
+    torch.manual_seed(0)
+    relu = AlexNet(AlexNetConfig.original()).layers["fc6"].weight.detach()
+    tanh = AlexNet(AlexNetConfig.small(activation="tanh")).layers["fc7"].weight.detach()
+    assert abs(float(relu.std()) - (2 / 9216) ** 0.5) < 0.02 * (2 / 9216) ** 0.5  # He: sqrt(2 / fan_in)
+    glorot = 5 / 3 * (2 / (128 + 128)) ** 0.5
+    assert abs(float(tanh.std()) - glorot) < 0.05 * glorot
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+@pytest.mark.parametrize("exchange", [EXCHANGE_2012, EXCHANGE_EVERY])
+def test_saved_bytes_prediction_matches_autograd(dropout, exchange):
+    cfg = AlexNetConfig.small(dropout=dropout, exchange=exchange, activation="tanh" if dropout else "relu")
+    net = AlexNet(cfg).train()
+    x, y = torch.randn(6, 1, 32, 32), torch.randint(0, 10, (6,))
+    with memory.SavedTensors(net) as saved:
+        F.cross_entropy(net(x), y)
+    predicted = memory.alexnet_saved_bytes(cfg, 6, device_type="cpu")
+    assert saved.total == sum(predicted.values())
+    with memory.SavedTensors(net, exclude=(x, y)) as without_batch:
+        F.cross_entropy(net(x), y)
+    assert without_batch.total == sum(predicted.values()) - predicted["input"] - predicted["labels"]
+    assert memory.measure_step(net, x, y).activations == saved.total
+
+
+def test_saved_bytes_of_the_2012_network_and_limits():
+    cuda = memory.alexnet_saved_bytes(AlexNetConfig.original(), 128)
+    cpu = memory.alexnet_saved_bytes(AlexNetConfig.original(), 128, device_type="cpu")
+    assert cuda["conv1"] == 128 * (96 * 55 * 55 * 4 + 96 * 27 * 27 * 12)
+    assert cpu["fc6"] - cuda["fc6"] == 128 * 4096 * 3  # dropout masks: float32 on the CPU, bool on a GPU
+    with pytest.raises(ValueError, match="fully connected"):
+        memory.alexnet_saved_bytes(AlexNetConfig.small(exchange=("conv3", "fc6")), 2)
+
+
+def test_static_bytes_match_real_optimisers():
+    net = AlexNet(AlexNetConfig.small(dropout=0.0))
+    n = sum(p.numel() for p in net.parameters())
+    for name, opt in (
+        ("sgd", torch.optim.SGD(net.parameters(), lr=0.1)),
+        ("momentum", torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)),
+        ("adam", torch.optim.Adam(net.parameters())),
+    ):
+        F.cross_entropy(net(torch.randn(2, 1, 32, 32)), torch.tensor([1, 2])).backward()
+        opt.step()
+        mem = memory.static_bytes(n, name)
+        assert mem.weights == memory.parameter_bytes(net) == 4 * n
+        assert mem.optimizer == memory.optimizer_state_bytes(opt)
+    assert "total" in str(mem) and mem.total == mem.static
+    with pytest.raises(ValueError, match="optimizer"):
+        memory.static_bytes(10, "lion")
+    assert memory.fmt_bytes(3 * 2**30) == "3.00 GiB" and memory.fmt_bytes(1536 * 2**10) == "1.5 MiB"
+
+
+def test_train_step_variants_agree_on_the_cpu():
+    cfg = AlexNetConfig.small(dropout=0.0)
+    grads = {}
+    for name, kw in {"plain": {}, "checkpoint": {"checkpoint": True}, "split": {"split": True}}.items():
+        step = TrainStep(cfg, 4, ("cpu", "cpu") if kw.get("split") else ("cpu",), **kw)
+        loss = step()
+        assert torch.isfinite(loss)
+        grads[name] = step.net.column_tensors(grad=True)
+    for name in ("checkpoint", "split"):
+        assert alexnet.max_abs_difference(grads["plain"], grads[name]) < 1e-5, name
+    low = TrainStep(cfg, 4, ("cpu",), amp=torch.bfloat16)
+    assert torch.isfinite(low()) and next(low.net.parameters()).dtype == torch.float32
+
+
+def test_digits_fit_and_accuracy():
+    x, y = alexnet.digits(32)
+    assert x.shape == (1797, 1, 32, 32) and y.dtype == torch.int64
+    assert abs(float(x.mean())) < 1e-5 and abs(float(x.std()) - 1) < 1e-4
+    torch.manual_seed(0)
+    net = AlexNet(AlexNetConfig.small())
+    losses = alexnet.fit(net, x[:64], y[:64], steps=3, batch=8)
+    assert len(losses) == 3 and all(np.isfinite(losses))
+    assert len(alexnet.fit(net, x[:64], y[:64], steps=50, batch=8, target=100.0, window=2)) == 2
+    assert 0 <= alexnet.accuracy(net, x[:100], y[:100]) <= 1 and net.training
+
+
+def test_jpeg_crops_are_random_windows_and_reproducible():
+    photos = alexnet.JpegCrops(6, source=40, crop=32, classes=4, seed=3)
+    assert len(photos) == 6
+    flips = set()
+    for i in range(6):
+        x, label = photos[i]
+        assert x.shape == (3, 32, 32) and x.dtype == torch.float32 and label == i % 4
+        top, left, flipped = photos.window(i)
+        flips.add(flipped)
+        patch = photos.decode(i)[top : top + 32, left : left + 32]
+        patch = patch[:, ::-1] if flipped else patch
+        expected = patch.transpose(2, 0, 1).astype(np.float32) / np.float32(127.5) - np.float32(1.0)
+        checks.check_close(x, expected, name=f"photos[{i}]", rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(photos[i][0], x)  # the same item twice: the same augmentation
+    assert flips == {True, False}
+    first = [photos.window(i) for i in range(6)]
+    photos.epoch = 1
+    assert [photos.window(i) for i in range(6)] != first  # a new epoch, new windows
+
+
+# The lab's checks ----------------------------------------------------------------
+
+
+def _exchange_bytes(cfg, batch, size=4):
+    return sum(f + b for f, b in alexnet.exchange_bytes(cfg, batch, size).values())
+
+
+def test_check_exchange_bytes_accepts_the_answer_and_explains_mistakes():
+    exercises.check_exchange_bytes(_exchange_bytes)
+    with pytest.raises(AssertionError, match="not done yet"):
+        exercises.check_exchange_bytes(lambda *a: (_ for _ in ()).throw(NotImplementedError()))
+    with pytest.raises(AssertionError, match="backward pass"):
+        exercises.check_exchange_bytes(lambda c, b, s=4: _exchange_bytes(c, b, s) // 2)
+    fixed = AlexNetConfig.original()
+    with pytest.raises(AssertionError, match="exchange="):  # hard-coded to the 2012 pattern
+        exercises.check_exchange_bytes(
+            lambda c, b, s=4: _exchange_bytes(fixed, b, s), cases=[(fixed.replace(exchange=()), 2, 4)]
+        )
+
+
+def _split_forward(net, x):
+    h = [x.to(d) for d in net.devices]
+    for name in alexnet.LAYERS:
+        if name in net.cfg.exchange:
+            h = [torch.cat([net.send(h[0], 0, c, name), net.send(h[1], 1, c, name)], 1) for c in (0, 1)]
+        h = [net.stage(name, c, h[c]) for c in (0, 1)]
+    return torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], 1)
+
+
+def test_check_split_forward_accepts_the_answer_and_catches_shortcuts():
+    exercises.check_split_forward(_split_forward)
+    exercises.check_split_forward(_split_forward, AlexNetConfig.small(exchange=()), batch=2)
+    with pytest.raises(AssertionError, match="net.stage and net.send"):
+        exercises.check_split_forward(lambda net, x: net(x))
+
+    def sends_too_much(net, x):
+        for name in alexnet.LAYERS[1:]:
+            net.send(torch.zeros(2, 2), 0, 1, name)  # a useless extra transfer at every layer
+        return _split_forward(net, x)
+
+    with pytest.raises(AssertionError, match="do not exchange"):
+        exercises.check_split_forward(sends_too_much)
+
+    def fixed_2012(net, x):
+        net.cfg = net.cfg.replace(exchange=EXCHANGE_2012)
+        return _split_forward(net, x)
+
+    with pytest.raises(AssertionError):
+        exercises.check_split_forward(fixed_2012, AlexNetConfig.small(exchange=EXCHANGE_EVERY))
+    with pytest.raises(AssertionError, match="not done yet"):
+        exercises.check_split_forward(lambda net, x: None)
+
+
+def test_check_step_memory():
+    def answer(n, optimizer, size=4):
+        w = n * size
+        buffers = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+        return {"weights": w, "gradients": w, "optimizer": buffers * w}
+
+    exercises.check_step_memory(answer)
+    exercises.check_step_memory(answer, cases=[("adam", torch.bfloat16)])
+    with pytest.raises(AssertionError, match="Adam two"):
+        exercises.check_step_memory(lambda n, o, s=4: {**answer(n, o, s), "optimizer": n * s})
+    with pytest.raises(AssertionError, match="keys"):
+        exercises.check_step_memory(lambda n, o, s=4: {"weights": n * s})
