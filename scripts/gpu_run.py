@@ -88,8 +88,8 @@ def main() -> int:
     if args.out is None:
         parser.error("--out is required")
     if args.notebooks:
-        notebooks = [p.resolve() for p in args.notebooks if p.suffix == ".ipynb"]
-        benches = [p.resolve() for p in args.notebooks if p.suffix == ".py"]
+        notebooks = [p.resolve() for p in args.notebooks]  # in the order given
+        benches = []
     else:
         notebooks = sorted(ROOT.glob("book/*.ipynb")) + sorted(ROOT.glob("solutions/*.ipynb"))
         benches = sorted(ROOT.glob("scripts/bench_*.py"))
