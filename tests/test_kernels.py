@@ -18,7 +18,17 @@ from cudalearn import checks
 from cudalearn.kernels import basics, matmul, memory
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ["cudalearn.kernels.basics", "cudalearn.kernels.memory", "cudalearn.kernels.matmul"]
+MODULES = [
+    "cudalearn.kernels.basics",
+    "cudalearn.kernels.memory",
+    "cudalearn.kernels.matmul",
+    "cudalearn.kernels.tiled",
+    "cudalearn.kernels.transpose",
+    "cudalearn.kernels.fused",
+    "cudalearn.kernels.elementwise",
+    "cudalearn.kernels.regblock",
+    "cudalearn.kernels.patchify",
+]
 
 
 def test_vector_add_scale_busy_and_ids():

@@ -1,1 +1,1 @@
-"""PyTorch models of Chapters 7-9: AlexNet in two columns, memory accounting, ResNet and ViT."""
+"""Networks of Chapters 5 and 7-9: the Numba MLP, AlexNet in two columns, memory accounting, ResNet, ViT."""

@@ -1,0 +1,158 @@
+"""Chapter 5's data set and shallow network: naive, fused and PyTorch agree; the timing helpers run."""
+
+import json
+
+import numpy as np
+import pytest
+
+from cudalearn import checks, datasets
+from cudalearn.nn import mlp
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """32 training rows of 8 x 8 digits (two batches of 16) and a few test rows."""
+    return datasets.load_digits_augmented(2, side=8, originals_used=20, test_fraction=0.2, seed=1)
+
+
+# The data set ----------------------------------------------------------------------------------
+
+
+def test_digits_are_split_by_original_and_deterministic(tiny):
+    assert len(tiny.y_train) == 32 and len(tiny.y_test) == 8 and tiny.features == 64
+    assert not set(tiny.origin_train) & set(tiny.origin_test), "copies of one original on both sides"
+    for origin in set(tiny.origin_train):
+        assert (tiny.origin_train == origin).sum() == 2, "every original keeps all its copies on one side"
+    images, labels = datasets.originals()
+    np.testing.assert_array_equal(tiny.y_train, labels[tiny.origin_train])
+    assert tiny.X_train.dtype == np.float32 and tiny.y_train.dtype == np.int32
+    assert 0.0 <= tiny.X_train.min() and tiny.X_train.max() <= 1.0
+    again = datasets.load_digits_augmented(2, side=8, originals_used=20, test_fraction=0.2, seed=1)
+    np.testing.assert_array_equal(again.X_train, tiny.X_train)
+    other = datasets.load_digits_augmented(2, side=8, originals_used=20, test_fraction=0.2, seed=2)
+    assert not np.array_equal(other.X_train, tiny.X_train)
+    assert "32 training and 8 test images of 8x8 pixels" in str(tiny)
+
+
+def test_copy_zero_is_the_original_and_the_others_are_transformed():
+    images, _ = datasets.originals()
+    out = datasets.augment(images[:3], 4, 8, np.random.default_rng(0))
+    assert out.shape == (12, 8, 8)
+    np.testing.assert_allclose(out[::4], images[:3], atol=1e-6)  # identity map, no noise
+    assert all(np.abs(out[i] - images[i // 4]).max() > 0.05 for i in range(12) if i % 4)
+    big = datasets.augment(images[:2], 2, 16, np.random.default_rng(0))
+    assert big.shape == (4, 16, 16)
+    # the 16 x 16 rendering of copy 0 keeps the 8 x 8 image's total ink (4 output pixels per source pixel)
+    np.testing.assert_allclose(big[::2].sum(axis=(1, 2)) / 4, images[:2].sum(axis=(1, 2)), rtol=0.05)
+
+
+def test_random_affine_is_a_rotation_shear_scale():
+    M = datasets.random_affine(1000, np.random.default_rng(0))
+    det = np.linalg.det(M[:, :, :2])
+    assert np.all((det > 1 / 1.1**2 - 1e-9) & (det < 1 / 0.9**2 + 1e-9)), "area scales by 1/scale^2"
+    assert np.all(np.abs(M[:, :, 2]) <= 1.0)
+
+
+# The networks ----------------------------------------------------------------------------------
+
+
+def test_init_params_and_sizes():
+    sizes = mlp.layer_sizes(64, 16)
+    assert sizes == (64, 16, 16, 10) and mlp.layer_sizes(256, 8, layers=1) == (256, 8, 10)
+    params = mlp.init_params(sizes, seed=3)
+    assert [W.shape for W, _ in params] == [(64, 16), (16, 16), (16, 10)]
+    assert all(W.dtype == np.float32 and b.dtype == np.float32 and not b.any() for W, b in params)
+    assert abs(params[0][0].std() - np.sqrt(2 / 64)) < 0.03
+
+
+def test_naive_fused_and_torch_follow_the_same_losses_and_weights(tiny):
+    """Same weights, same batches, 2 SGD steps of 16 rows: losses and every parameter agree."""
+    sizes = mlp.layer_sizes(tiny.features, 16)
+    params = mlp.init_params(sizes, seed=0)
+    nets = {cls.name: cls(params, 16, mlp.LR) for cls in (mlp.NaiveMLP, mlp.FusedMLP, mlp.TorchMLP)}
+    hist = {name: mlp.train(net, tiny, 1, evaluate=False, progress=False) for name, net in nets.items()}
+    assert len(hist["naive"].step_loss) == 2
+    for name in ("fused", "torch"):
+        checks.check_close(
+            np.array(hist[name].step_loss, np.float32),
+            np.array(hist["naive"].step_loss, np.float32),
+            name=f"{name} losses",
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        for i, (mine, ref) in enumerate(zip(nets[name].params(), nets["naive"].params(), strict=True)):
+            checks.check_close(mine[0], ref[0], name=f"{name} W{i + 1}", rtol=1e-4, atol=1e-6)
+            checks.check_close(mine[1], ref[1], name=f"{name} b{i + 1}", rtol=1e-4, atol=1e-6)
+    for WT, (W, _) in zip(nets["fused"].WT, nets["fused"].params(), strict=True):
+        checks.check_close(WT.copy_to_host(), W.T, name="WT after the steps")
+    assert not np.allclose(nets["naive"].params()[0][0], params[0][0]), "the weights must have moved"
+
+
+def test_logits_match_a_torch_model_with_the_same_weights(tiny):
+    import torch
+
+    params = mlp.init_params(mlp.layer_sizes(tiny.features, 16), seed=4)
+    expected = mlp.torch_model(params)(torch.from_numpy(tiny.X_test)).detach().numpy()
+    for cls in (mlp.NaiveMLP, mlp.FusedMLP):
+        net = cls(params, 16, mlp.LR)
+        got = net.logits(mlp.NumbaData(tiny).X_test)  # 8 rows: a partial batch
+        checks.check_close(got, expected, name=f"{cls.name} logits", rtol=1e-4, atol=1e-5)
+    assert mlp.accuracy(expected, np.argmax(expected, 1)) == 1.0
+
+
+def test_launch_counts(tiny):
+    dd = mlp.NumbaData(tiny)
+    dd.shuffle(np.arange(dd.n_train, dtype=np.int32))
+    for hidden in (1, 2):
+        params = mlp.init_params(mlp.layer_sizes(tiny.features, 8, layers=hidden))
+        layers = hidden + 1  # weight layers
+        for cls, expected in ((mlp.NaiveMLP, 9 * layers - 2), (mlp.FusedMLP, 4 * layers)):
+            with mlp.count_launches() as seen:
+                cls(params, 16, mlp.LR).step(*dd.batch(0, 16), dd.losses(1), 0)
+            assert seen.count == expected, (cls.name, hidden, str(seen))
+    with mlp.count_launches() as seen:
+        pass
+    assert seen.count == 0 and str(seen) == "0 launches: "
+
+
+def test_train_records_history_and_accuracy(tiny):
+    params = mlp.init_params(mlp.layer_sizes(tiny.features, 16))
+    hist = mlp.train(mlp.TorchMLP(params, 8, 0.3), tiny, 3, progress=False, eval_rows=16)
+    assert len(hist.step_loss) == 12 and len(hist.epoch_loss) == 3 and len(hist.test_accuracy) == 3
+    assert all(0 <= a <= 1 for a in hist.test_accuracy + hist.train_accuracy)
+    assert hist.epoch_loss[-1] < hist.epoch_loss[0]
+    fig = mlp.plot_history([hist], title="t")
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError, match="larger than"):
+        mlp.train(mlp.TorchMLP(params, 64, 0.3), tiny, 1, progress=False)
+
+
+# What the chapter times ------------------------------------------------------------------------
+
+
+def test_time_training_and_batch_sweep_run_and_are_json(tiny):
+    sizes = mlp.layer_sizes(tiny.features, 8, layers=1)
+    figs = mlp.time_training(tiny, sizes, batch=16, lr=0.3, epochs=1, names=("fused", "torch"))
+    assert set(figs["seconds"]) == {"fused", "torch"} and figs["launches_per_step"] == {"fused": 8}
+    assert figs["steps_per_epoch"] == 2 and len(figs["epoch_loss"]["fused"]) == 1
+    json.dumps(figs)
+    sweep = mlp.time_batch_sizes(tiny, sizes, [16], lr=0.3, steps=1, launches=2)
+    assert len(sweep["fused_ms_per_step"]) == len(sweep["torch_ms_per_step"]) == 1 and sweep["launch_us"] > 0
+    json.dumps(sweep)
+
+
+def test_layer_candidates_agree_with_numpy():
+    layer = mlp.layer_candidates(5, 9, 7, seed=1)
+    layer["check"]()
+    assert set(layer) == {"forward", "backward_input", "backward_weight", "flops", "check"}
+    assert layer["flops"]["forward"] == 2 * 5 * 9 * 7
+
+
+def test_goal_lines_never_hide_a_miss():
+    training = {"seconds": {"naive": 9.0, "fused": 2.0, "torch": 1.5}}
+    lines = mlp.goal_lines(training, 3100.0, 4300.0, source="H200")
+    assert lines[0].startswith("MET") and "4.50x" in lines[0]
+    assert lines[1].startswith("MET") and lines[2].startswith("MET") and lines[2].endswith("[H200]")
+    lines = mlp.goal_lines({"seconds": {"naive": 4.0, "fused": 2.0, "torch": 0.5}}, 2000.0, 4300.0)
+    assert [line.split()[0] for line in lines] == ["MISSED", "MISSED", "MISSED"]
+    assert all(line.startswith("NO DATA") for line in mlp.goal_lines(None, None, None))
