@@ -293,17 +293,8 @@ def stored(name: str):
     """A stored reference figure as a timing.Results (when it is a measure() row set) or a dict, or None."""
     from cudalearn import reference, timing
 
-    figures, data = reference.lookup(name)
-    if figures is None or "rows" not in figures:
-        return figures
-    return timing.Results(
-        name,
-        figures["rows"],
-        figures.get("baseline"),
-        "reference",
-        reference.label(data),
-        figures.get("size", {}),
-    )
+    results = timing.stored_results(name)
+    return results if results is not None else reference.lookup(name)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

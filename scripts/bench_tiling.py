@@ -151,19 +151,9 @@ def verdict_lines(g: dict) -> list[str]:
 
 def from_reference(n: int):
     """The stored reference figures of size n as a timing.Results, or None."""
-    from cudalearn import reference, timing
+    from cudalearn import timing
 
-    stored, data = reference.lookup(key(n))
-    if stored is None:
-        return None
-    return timing.Results(
-        key(n),
-        stored["rows"],
-        stored.get("baseline"),
-        "reference",
-        reference.label(data),
-        stored.get("size", {}),
-    )
+    return timing.stored_results(key(n))
 
 
 def main(argv: list[str] | None = None) -> int:

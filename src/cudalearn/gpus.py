@@ -75,7 +75,7 @@ def attainable_gflops(intensity: float, peak_gflops: float, bandwidth_gbs: float
 
 
 def spec_for(device_name: str | None) -> GPUSpec | None:
-    """The datasheet entry whose short name (T4, A100, H100, H200) is in a device name, or None (Chapter 2)."""
+    """The datasheet entry whose short name (T4, A100, H100, H200) is in `device_name`, or None (Ch. 2)."""
     if not device_name:
         return None
     return next((spec for key, spec in SPECS.items() if key in device_name), None)

@@ -229,11 +229,19 @@ def measure(
         return Results(key, rows, baseline, "measured", info.device, size)
     for fn in candidates.values():  # exercise the code once; its wall time is not reported
         fn()
-    stored, data = reference.lookup(key)
+    stored = stored_results(key)
     if stored is None:
         rows = [{"name": name} for name in candidates]
         label = "no reference GPU run is stored for this figure yet"
         return Results(key, rows, baseline, "reference", label, size)
+    return stored
+
+
+def stored_results(key: str) -> Results | None:
+    """The stored reference Results that `measure(key, ...)` recorded on a GPU, or None (all chapters)."""
+    stored, data = reference.lookup(key)
+    if stored is None or "rows" not in stored:
+        return None
     return Results(
         key,
         stored["rows"],
