@@ -166,8 +166,8 @@ def diagnose(env: dict[str, Any]) -> list[Problem]:
                 f"CUDA 13 wheels on a driver below 580 (driver {env.get('driver') or '?'}, "
                 f"CUDA {drv_cuda[0]}.{drv_cuda[1]})",
                 "CUDA 13 libraries need driver 580 or newer; kernels will fail to load.",
-                f"pip uninstall -y cuda-bindings {' '.join(env.get('cuda13_wheels') or [])} && "
-                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}"'.replace("  ", " "),
+                f"pip uninstall -y {' '.join(['cuda-bindings', *(env.get('cuda13_wheels') or [])])} && "
+                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}"',
             )
         )
     elif env.get("mode") == "gpu" and drv_cuda and tk and tuple(tk) > tuple(drv_cuda):
