@@ -23,7 +23,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".cudalearn-installed"
-INSTALL = ["-e", ".[course,test]", "numba-cuda[cu12]"]
+INSTALL = ["-e", ".[course,test,site]", "numba-cuda[cu12]"]
 
 
 def _say(msg: str) -> None:
