@@ -111,8 +111,30 @@ def test_chain_bytes_match_the_tracer_exactly():
     assert counts["dram_min"] == 9 * rows * cols + 4 * cols
 
 
+def test_paired_chain_equals_the_scalar_fused_kernel_bit_for_bit():
+    for rows, cols in ((6, 40), (3, 2), (5, 22)):  # 22: a tail pair past the last whole block
+        Z, b, mask, s = ew.chain_inputs(rows, cols, seed=5)
+        g, bl = ew.launch_chain(Z.shape, (8, 4))
+        want = checks.run_kernel(ew.bias_relu_dropout, g, bl, Z, b, mask, s, checks.empty_output(Z.shape))[4]
+        Y = np.full_like(Z, np.nan)
+        ew.fused_chain_pairs(Z, b, mask, s, Y, block=(8, 4))
+        np.testing.assert_array_equal(Y, want)
+    assert ew.launch_pairs((5, 22), (8, 4)) == ((1, 2), (8, 4))  # 11 pairs, 2 a thread, 8 threads a row
+
+
+def test_paired_chain_refuses_what_it_cannot_view_in_pairs():
+    Z, b, mask, s = ew.chain_inputs(4, 7)
+    with pytest.raises(ValueError, match="even number of columns"):
+        ew.fused_chain_pairs(Z, b, mask, s, np.empty_like(Z))
+    Z, b, mask, s = ew.chain_inputs(4, 8)
+    with pytest.raises(TypeError, match="mask: expected a 2-D uint8 array, got 2-D float32"):
+        ew.fused_chain_pairs(Z, b, mask.astype(np.float32), s, np.empty_like(Z))
+    with pytest.raises(ValueError, match="shapes"):
+        ew.fused_chain_pairs(Z, b[:4], mask, s, np.empty_like(Z))
+
+
 def test_chain_candidates_run_and_agree():
-    copies, chain, check = ew.chain_candidates(5, 19, seed=4)
+    copies, chain, check = ew.chain_candidates(5, 22, seed=4)
     outs, expected = check()
     assert set(outs) == set(copies) | set(chain)
     for name, got in outs.items():
@@ -262,17 +284,27 @@ def test_chapter_5_kernels_compile_to_ptx_in_registers_and_float32():
         for name, sig in m.SIGNATURES.items():
             ptx, _ = cuda.compile_ptx(getattr(m, name).py_func, sig, cc=(9, 0))
             local = len(re.findall(r"(ld|st)[.]local", ptx))
-            out[name] = [local, ".f64" in ptx, len(re.findall("fma[.]rn[.]f32", ptx))]
+            f64_math = bool(re.search(r"\b(add|sub|mul|fma|div|max|min)([.][a-z]+)*[.]f64", ptx))
+            ops = ("ld.global.f32", "ld.global.f64", "st.global.f32", "st.global.f64")
+            mem = {op: len(re.findall(op.replace(".", "[.]"), ptx)) for op in ops}
+            out[name] = [local, f64_math, len(re.findall("fma[.]rn[.]f32", ptx)), mem]
     print(json.dumps(out))
     """
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     ptx = json.loads(r.stdout.strip().splitlines()[-1])
-    for name, (local, f64, _) in ptx.items():
+    for name, (local, f64, _, _) in ptx.items():
         assert local == 0, f"{name} uses local memory: its register patch spilled"
         assert not f64, f"{name} computes in float64"
     assert ptx["linear_forward"][2] >= 16, "the 4 x 4 patch should unroll into at least 16 FMAs"
+    # the paired chain kernel moves its float32 data 8 bytes at a time, never 4
+    mem = ptx["bias_relu_dropout_pairs"][3]
+    assert mem["ld.global.f32"] == mem["st.global.f32"] == 0, mem
+    assert mem["ld.global.f64"] == 2 * ew.PAIRS and mem["st.global.f64"] == ew.PAIRS, mem
+    assert ptx["bias_relu_dropout"][3]["ld.global.f32"] == 2 * ew.EPT, (
+        "the scalar kernel: Z and b, 4 bytes each"
+    )
 
 
 # Lab 5's checks --------------------------------------------------------------------------------

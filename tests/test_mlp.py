@@ -156,3 +156,5 @@ def test_goal_lines_never_hide_a_miss():
     lines = mlp.goal_lines({"seconds": {"naive": 4.0, "fused": 2.0, "torch": 0.5}}, 2000.0, 4300.0)
     assert [line.split()[0] for line in lines] == ["MISSED", "MISSED", "MISSED"]
     assert all(line.startswith("NO DATA") for line in mlp.goal_lines(None, None, None))
+    named = mlp.goal_lines(training, 3100.0, 4300.0, chain_name="fused, 8-byte accesses")[2]
+    assert named.endswith("72% (3,100 GB/s vs 4,300 GB/s, fused, 8-byte accesses)"), named

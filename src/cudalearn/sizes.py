@@ -61,8 +61,8 @@ SIZES: dict[str, dict[str, int]] = {
     "ch5.kernel_n": {"gpu": 1024, "sim": 20},
     "ch5.chain_rows": {"gpu": 16384, "sim": 16},
     "ch5.chain_cols": {"gpu": 4096, "sim": 64},
-    "ch5.odd_rows": {"gpu": 999, "sim": 13},  # a chain check off the block grid
-    "ch5.odd_cols": {"gpu": 1001, "sim": 40},
+    "ch5.odd_rows": {"gpu": 999, "sim": 13},  # off the block grid: odd rows, cols not a multiple of 128
+    "ch5.odd_cols": {"gpu": 1002, "sim": 42},  # even: the paired kernel takes whole pairs
     "ch5.trace_batch": {"gpu": 16, "sim": 16},  # the tracer runs on the CPU in both modes
     "ch5.trace_in": {"gpu": 64, "sim": 64},
     "ch5.trace_out": {"gpu": 64, "sim": 64},

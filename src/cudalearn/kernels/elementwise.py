@@ -11,9 +11,11 @@ Two groups, all float32 unless stated:
 * the **memory-bound chain** of the chapter's last section: bias, ReLU, a
   dropout mask and the dropout scale, as four kernels (`chain_bias`,
   `chain_relu`, `chain_mask`, `chain_scale`) or as one
-  (`bias_relu_dropout`), and the copy kernel whose bandwidth they are
-  compared with (`copy_2d`). Each of their threads handles EPT elements of
-  a row (`launch_chain(shape)` gives the launch).
+  (`bias_relu_dropout`), the same fused kernel with 8-byte accesses
+  (`bias_relu_dropout_pairs`, launched by `fused_chain_pairs`), and the copy
+  kernel whose bandwidth they are compared with (`copy_2d`). Each of their
+  threads handles EPT elements of a row (`launch_chain(shape)` gives the
+  launch), or PAIRS pairs of elements for the paired kernel.
 
 2-D kernels use the course's convention (Chapter 2): thread (x, y) of
 `cuda.grid(2)` handles element [y, x], so a warp runs along a row.
@@ -22,7 +24,9 @@ Two groups, all float32 unless stated:
 
 import math
 
-from numba import cuda, float32
+import numpy as np
+from numba import config, cuda, float32, uint16
+from numba.cuda import libdevice
 
 SIGNATURES = {
     "add_bias": "void(float32[:, ::1], float32[::1], float32[:, ::1])",
@@ -39,6 +43,9 @@ SIGNATURES = {
     "chain_mask": "void(float32[:, ::1], uint8[:, ::1])",
     "chain_scale": "void(float32[:, ::1], float32)",
     "bias_relu_dropout": "void(float32[:, ::1], float32[::1], uint8[:, ::1], float32, float32[:, ::1])",
+    "bias_relu_dropout_pairs": (
+        "void(float64[:, ::1], float64[::1], uint16[:, ::1], float32, float64[:, ::1])"
+    ),
     "copy_2d": "void(float32[:, ::1], float32[:, ::1])",
     "empty_kernel": "void(float32[::1])",
 }
@@ -275,6 +282,120 @@ def bias_relu_dropout(Z, b, mask, s, Y):
                 Y[row, col] = max(z[e], float32(0.0)) * keep[e] * s
 
 
+# 8-byte accesses: two float32 columns per load and store ---------------------------------------
+#
+# On the H200 the fused kernel above stays well below the copy's bandwidth although it moves only
+# 9/8 of the copy's bytes: it is limited by instructions, not by DRAM. Each element costs three
+# loads (Z, b, the mask byte), a store, and the index arithmetic of four 2-D accesses. Numba has no
+# float2 loads, but viewing a float32 array as float64 makes every load and store move two
+# neighbouring columns: half the memory instructions and half the index arithmetic per byte.
+
+#: Pairs of columns each thread of the paired kernel handles (2 was the fastest of 2, 4, 8 on the H200).
+PAIRS = 2
+
+if config.ENABLE_CUDASIM:  # the simulator runs device code as Python: NumPy reinterprets the bits
+
+    def _unpack_pair(d):
+        """(low, high) float32 halves of a float64-sized word: columns 2j and 2j + 1 (Chapter 5)."""
+        halves = np.array([d], np.float64).view(np.float32)
+        return halves[0], halves[1]
+
+    def _pack_pair(lo, hi):
+        """The float64-sized word holding float32 `lo` (column 2j) and `hi` (column 2j + 1) (Chapter 5)."""
+        return np.array([lo, hi], np.float32).view(np.float64)[0]
+
+else:
+
+    @cuda.jit(device=True, inline="always")
+    def _unpack_pair(d):
+        """(low, high) float32 halves of a float64-sized word: columns 2j and 2j + 1 (Chapter 5)."""
+        return libdevice.int_as_float(libdevice.double2loint(d)), libdevice.int_as_float(
+            libdevice.double2hiint(d)
+        )
+
+    @cuda.jit(device=True, inline="always")
+    def _pack_pair(lo, hi):
+        """The float64-sized word holding float32 `lo` (column 2j) and `hi` (column 2j + 1) (Chapter 5)."""
+        return libdevice.hiloint2double(libdevice.float_as_int(hi), libdevice.float_as_int(lo))
+
+
+def launch_pairs(shape, block=BLOCK_2D):
+    """(griddim, blockdim) of the paired kernel on a (rows, cols) float32 array: PAIRS pairs a thread."""
+    rows, cols = shape
+    return (max(1, math.ceil(cols / (2 * block[0] * PAIRS))), math.ceil(rows / block[1])), block
+
+
+@cuda.jit
+def bias_relu_dropout_pairs(Z2, b2, mask2, s, Y2):
+    """The fused chain with 8-byte accesses: every load and store moves two float32 columns (Chapter 5).
+
+    Z2, Y2 (m, n/2) and b2 (n/2,) are float32 arrays viewed as float64, so
+    element [i, j] holds columns 2j and 2j + 1; mask2 (m, n/2) is the uint8
+    mask viewed as uint16, its low byte column 2j (little-endian). Computes
+    exactly what `bias_relu_dropout` computes; `fused_chain_pairs` makes the
+    views and the launch.
+    """
+    x, row = cuda.grid(2)
+    width = cuda.gridsize(2)[0]
+    if row < Z2.shape[0]:
+        lo = cuda.local.array(PAIRS, float32)
+        hi = cuda.local.array(PAIRS, float32)
+        keep = cuda.local.array(PAIRS, uint16)
+        for e in range(PAIRS):  # every load first, as in the other chain kernels
+            col = x + e * width
+            if col < Z2.shape[1]:
+                z_lo, z_hi = _unpack_pair(Z2[row, col])
+                b_lo, b_hi = _unpack_pair(b2[col])
+                lo[e] = z_lo + b_lo
+                hi[e] = z_hi + b_hi
+                keep[e] = mask2[row, col]
+        for e in range(PAIRS):
+            col = x + e * width
+            if col < Z2.shape[1]:
+                y_lo = max(lo[e], float32(0.0)) * float32(keep[e] & 0xFF) * s
+                y_hi = max(hi[e], float32(0.0)) * float32(keep[e] >> 8) * s
+                Y2[row, col] = _pack_pair(y_lo, y_hi)
+
+
+def pair_views(Z, b, mask, Y):
+    """(Z2, b2, mask2, Y2): the chain's arrays viewed for `bias_relu_dropout_pairs`, checked (Chapter 5).
+
+    Z, Y (m, n) float32 C-contiguous, b (n,) float32, mask (m, n) uint8, n
+    even (a row must be whole pairs); host or device arrays. A view costs
+    host time (a new array object), so code that launches many times makes
+    the views once.
+    """
+    rows, cols = Z.shape
+    want = {
+        "Z": (Z, np.float32, 2),
+        "b": (b, np.float32, 1),
+        "mask": (mask, np.uint8, 2),
+        "Y": (Y, np.float32, 2),
+    }
+    for name, (a, dtype, ndim) in want.items():
+        if a.dtype != dtype or a.ndim != ndim:
+            raise TypeError(
+                f"{name}: expected a {ndim}-D {np.dtype(dtype).name} array, got {a.ndim}-D {a.dtype}"
+            )
+    if Y.shape != Z.shape or mask.shape != Z.shape or b.shape != (cols,):
+        raise ValueError(
+            f"shapes: Z {Z.shape}, Y {Y.shape} and mask {mask.shape} must agree, b {b.shape} be ({cols},)"
+        )
+    if cols % 2:
+        raise ValueError(
+            f"the paired kernel needs an even number of columns (whole pairs in every row), got {cols}; "
+            "use bias_relu_dropout for odd widths"
+        )
+    return Z.view(np.float64), b.view(np.float64), mask.view(np.uint16), Y.view(np.float64)
+
+
+def fused_chain_pairs(Z, b, mask, s, Y, block=BLOCK_2D):
+    """Y = relu(Z + b) * mask * s by `bias_relu_dropout_pairs`: the views, the launch (Chapter 5)."""
+    Z2, b2, mask2, Y2 = pair_views(Z, b, mask, Y)
+    grid, block = launch_pairs(Z.shape, block)
+    bias_relu_dropout_pairs[grid, block](Z2, b2, mask2, np.float32(s), Y2)
+
+
 @cuda.jit
 def copy_2d(src, dst):
     """dst = src with the chain's launch (EPT columns a thread): the chain's bandwidth ceiling (Chapter 5)."""
@@ -345,12 +466,17 @@ def chain_reference(Z, b, mask, s):
     return (np.maximum(Z + b, np.float32(0.0)) * mask.astype(np.float32) * np.float32(s)).astype(np.float32)
 
 
+#: The name of the paired kernel's row in the chain's timings.
+PAIRED = "fused, 8-byte accesses"
+
+
 def chain_candidates(rows, cols, p=0.1, seed=0, block=None):
     """Callables for timing the chain: (copies, chain, check) dicts on the device (Chapter 5).
 
     copies: {'copy (torch)': ..., 'copy_2d (Numba)': ...}, each a
     device-to-device copy of a (rows, cols) float32 array; chain:
-    {'unfused: 4 kernels': ..., 'fused: 1 kernel': ..., 'PyTorch eager': ...}.
+    {'unfused: 4 kernels': ..., 'fused: 1 kernel': ..., PAIRED: ..., 'PyTorch eager': ...};
+    `cols` must be even (the paired kernel takes whole pairs).
     check() runs every chain candidate once and returns their outputs as
     host arrays with the NumPy reference, for a check before timing.
     PyTorch tensors live on `cudalearn.torch_device()`. `block`: the 2-D
@@ -371,6 +497,8 @@ def chain_candidates(rows, cols, p=0.1, seed=0, block=None):
     tY = torch.empty_like(tZ)
     block = block or (size("ch5.ew_block_x"), size("ch5.ew_block_y"))
     grid, block = launch_chain((rows, cols), block)
+    pair_grid, _ = launch_pairs((rows, cols), block)
+    Z2, b2, mask2, Y2 = pair_views(dZ, db, dmask, dY)  # once: a view costs host time, not GPU time
     fs = float(s)
 
     def unfused():
@@ -385,6 +513,7 @@ def chain_candidates(rows, cols, p=0.1, seed=0, block=None):
     chain = {
         "unfused: 4 kernels": unfused,
         "fused: 1 kernel": lambda: bias_relu_dropout[grid, block](dZ, db, dmask, s, dY),
+        PAIRED: lambda: bias_relu_dropout_pairs[pair_grid, block](Z2, b2, mask2, s, Y2),
         "PyTorch eager": torch_eager,
     }
     copies = {
@@ -398,6 +527,8 @@ def chain_candidates(rows, cols, p=0.1, seed=0, block=None):
         outs["unfused: 4 kernels"] = dY.copy_to_host()
         bias_relu_dropout[grid, block](dZ, db, dmask, s, dY)
         outs["fused: 1 kernel"] = dY.copy_to_host()
+        chain[PAIRED]()
+        outs[PAIRED] = dY.copy_to_host()
         torch_eager()
         outs["PyTorch eager"] = tY.cpu().numpy().copy()  # on the CPU, .numpy() shares memory
         copy_2d[grid, block](dZ, dY)

@@ -786,13 +786,18 @@ GOALS = {
 
 
 def goal_lines(
-    training: dict[str, Any] | None, chain_gbps: float | None, copy_gbps: float | None, source: str = ""
+    training: dict[str, Any] | None,
+    chain_gbps: float | None,
+    copy_gbps: float | None,
+    source: str = "",
+    chain_name: str = "",
 ) -> list[str]:
     """One verdict line per goal of the chapter, computed from one run's figures (Chapter 5).
 
     `training` is what `time_training` returns; the bandwidths are the
-    fused chain's and the copy's GB/s from the same run. A goal without
-    figures says so; a missed goal says MISSED with its numbers.
+    fused chain's (the kernel named `chain_name`) and the copy's GB/s from
+    the same run. A goal without figures says so; a missed goal says
+    MISSED with its numbers.
     """
     lines = []
     sec = (training or {}).get("seconds", {})
@@ -819,7 +824,8 @@ def goal_lines(
         ok = r >= GOALS["chain_vs_copy"]
         lines.append(
             f"{'MET   ' if ok else 'MISSED'} fused elementwise chain >= {GOALS['chain_vs_copy']:.0%} of the "
-            f"copy bandwidth: {r:.0%} ({chain_gbps:,.0f} GB/s vs {copy_gbps:,.0f} GB/s)"
+            f"copy bandwidth: {r:.0%} ({chain_gbps:,.0f} GB/s vs {copy_gbps:,.0f} GB/s"
+            f"{', ' + chain_name if chain_name else ''})"
         )
     else:
         lines.append("NO DATA fused chain vs copy bandwidth: no GPU bandwidths in this run")
