@@ -88,9 +88,20 @@ def test() -> int:
     return 0
 
 
+def course_command(extra: list[str], root: Path = ROOT, bindir: Path = BIN) -> list[str]:
+    """The argv that opens JupyterLab on the course in `root`, at chapter 0; the browser test runs it too."""
+    return [
+        str(bindir / "jupyter"),
+        "lab",
+        f"--ServerApp.root_dir={root}",
+        str(root / "book" / "00-setup.ipynb"),
+        *extra,
+    ]
+
+
 def course(extra: list[str]) -> int:
     """Open JupyterLab on the course, at chapter 0."""
-    return _run([BIN / "jupyter", "lab", "book/00-setup.ipynb", *extra])
+    return _run(course_command(extra))
 
 
 def main(argv: list[str]) -> int:

@@ -64,3 +64,39 @@ def browser():
             yield ctx
         finally:
             ctx.close()
+
+
+def collect_errors(page) -> list[str]:
+    """A list that fills with `page`'s console errors and uncaught exceptions, for failure messages."""
+    errors: list[str] = []
+
+    def on_console(msg) -> None:
+        if msg.type == "error":
+            url = (msg.location or {}).get("url")
+            errors.append(f"console: {msg.text}" + (f" ({url})" if url else ""))
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
+    return errors
+
+
+@contextlib.contextmanager
+def serve(directory):
+    """Serve `directory` on 127.0.0.1 at a free port, in threads; yield its URL (tests/test_site.py)."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
