@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -59,10 +60,8 @@ def test_allreduce_bytes():
     assert multigpu.allreduce_bytes(1000, 4, bytes_per_element=2) == 3000
 
 
-def test_find_script():
-    assert multigpu.find_script("ddp_step.py").name == "ddp_step.py"
-    with pytest.raises(FileNotFoundError, match="git clone"):
-        multigpu.find_script("no_such_script.py")
+def test_the_ddp_program_ships_in_the_package():
+    assert multigpu.DDP_STEP.is_file() and multigpu.DDP_STEP.parent == Path(multigpu.__file__).parent
 
 
 def test_step_ms_on_the_cpu():
@@ -72,9 +71,7 @@ def test_step_ms_on_the_cpu():
 
 
 def test_data_parallel_step_equals_one_process_on_the_whole_batch(tmp_path):
-    done = multigpu.torchrun(
-        multigpu.find_script("ddp_step.py"), "--out", tmp_path, "--batch", 8, nproc=2, timeout=240
-    )
+    done = multigpu.torchrun(multigpu.DDP_STEP, "--out", tmp_path, "--batch", 8, nproc=2, timeout=240)
     assert done.returncode == 0
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert [r["backend"] for r in ranks] == ["gloo", "gloo"] and ranks[0]["world"] == 2

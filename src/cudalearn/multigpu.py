@@ -23,8 +23,6 @@ from pathlib import Path
 #: Environment that every process started here gets: no NVLink multicast, no multimem (Chapter 7).
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
 
-ROOT = Path(__file__).resolve().parents[2]  # the course repository, when the package runs from it
-
 
 class NotEnoughGPUs(RuntimeError):
     """More GPUs were asked for, with strict=True, than this process can use (Chapter 7)."""
@@ -131,16 +129,8 @@ def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def find_script(name: str) -> Path:
-    """The course script `scripts/<name>` of the repository the package runs from."""
-    path = ROOT / "scripts" / name
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"scripts/{name} is not next to the package ({path} is missing): it ships with the course "
-            f"repository. Clone it (git clone https://github.com/cudalearn/cudalearn) and run the "
-            f"notebook from there."
-        )
-    return path
+#: The data-parallel training program of Chapter 7, run by torchrun as a file; it ships in the package.
+DDP_STEP = Path(__file__).with_name("ddp_step.py")
 
 
 def torchrun(

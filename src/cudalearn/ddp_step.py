@@ -1,7 +1,9 @@
-#!/usr/bin/env python3
 """Data-parallel training steps of the course's AlexNet, one process per device, under torchrun (Chapter 7).
 
-    python -m torch.distributed.run --standalone --nproc_per_node=2 scripts/ddp_step.py --out DIR
+    python -m torch.distributed.run --standalone --nproc_per_node=2 \\
+        $(python -c 'from cudalearn import multigpu; print(multigpu.DDP_STEP)') --out DIR
+
+It ships inside the package (so Colab has it too); `multigpu.DDP_STEP` is its path.
 
 Every process builds the same network from the same seed and takes its own
 slice of one global batch; DistributedDataParallel averages the gradients
