@@ -210,3 +210,32 @@ def test_real_tile_sizes_right_and_race_free_on_full_and_edge_tiles(target, name
     report = trace(kernel, grid, threads, A, B, np.full((m, n), np.nan, np.float32))
     assert report.race_count == 0, report.races[:3]
     checks.check_close(report.outputs[2], A @ B, name=f"traced C of {name}", rtol=1e-4, atol=1e-4)
+
+
+TINY_PTX = """.version 7.0
+.target sm_75
+.address_size 64
+.visible .entry tiny()
+{
+    ret;
+}
+"""
+
+
+def test_compile_report_tries_every_ptxas_until_one_reads_the_ptx(tmp_path, monkeypatch):
+    """An older ptxas refuses newer PTX ('Unsupported .version'): the report moves on to the next copy."""
+    real_ptxas, cuobjdump = regblock.find_tool("ptxas"), regblock.find_tool("cuobjdump")
+    if not (real_ptxas and cuobjdump):
+        pytest.skip("ptxas or cuobjdump not found (nvidia-cuda-nvcc wheel, Triton or a CUDA toolkit)")
+    old = tmp_path / "ptxas"
+    old.write_text(
+        "#!/bin/sh\necho \"ptxas fatal: Unsupported .version 7.0; current version is '6.0'\" >&2\nexit 1\n"
+    )
+    old.chmod(0o755)
+    paths = {"ptxas": [str(old), real_ptxas], "cuobjdump": [cuobjdump]}
+    monkeypatch.setattr(regblock, "tool_paths", lambda name: paths[name])
+    report = regblock.compile_report(TINY_PTX, (7, 5))
+    assert report["arch"] == "sm_75" and report["sass"]["total"]["instructions"] > 0
+    paths["ptxas"] = [str(old)]
+    with pytest.raises(RuntimeError, match="Unsupported .version"):
+        regblock.compile_report(TINY_PTX, (7, 5))

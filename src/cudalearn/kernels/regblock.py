@@ -463,9 +463,19 @@ def kernel_ptx(kernel):
     return next(iter(asm.values())) if isinstance(asm, dict) else asm
 
 
-def find_tool(name):
-    """Path of a CUDA tool (ptxas, cuobjdump): nvidia-cuda-nvcc wheel, Triton's copy, PATH; else None."""
+def tool_paths(name):
+    """Every copy of a CUDA tool (ptxas, cuobjdump) found, best first (Chapter 6).
+
+    The order: NVIDIA's wheels as cuda-pathfinder finds them (cu12 or cu13
+    layouts), the nvidia-cuda-nvcc wheel, Triton's copy, then PATH.
+    """
     places = []
+    try:
+        from cuda import pathfinder
+
+        places.append(pathfinder.find_nvidia_binary_utility(name))
+    except Exception:  # no cuda-pathfinder, or a layout it rejects: look in the other places
+        pass
     for package, sub in (("nvidia.cuda_nvcc", "bin"), ("triton", "backends/nvidia/bin")):
         try:
             spec = importlib.util.find_spec(package)
@@ -473,8 +483,18 @@ def find_tool(name):
             spec = None
         for root in (spec.submodule_search_locations or []) if spec else []:
             places.append(Path(root) / sub / name)
-    found = next((str(p) for p in places if p.is_file()), None)
-    return found or shutil.which(name)
+    places.append(shutil.which(name))
+    found = []
+    for place in places:
+        if place and Path(place).is_file() and str(Path(place).resolve()) not in map(str, found):
+            found.append(Path(place).resolve())
+    return [str(p) for p in found]
+
+
+def find_tool(name):
+    """Path of a CUDA tool (ptxas, cuobjdump), the first of `tool_paths`; else None (Chapter 6)."""
+    paths = tool_paths(name)
+    return paths[0] if paths else None
 
 
 _PTXAS_FIGURES = {
@@ -492,18 +512,23 @@ def compile_report(ptx, cc):
     Returns {"ptxas": {registers, spill_store_bytes, spill_load_bytes, stack_bytes, shared_bytes},
     "sass": instruction_mix(...)}. Raises RuntimeError when ptxas or cuobjdump cannot be found or fail.
     """
-    ptxas, cuobjdump = find_tool("ptxas"), find_tool("cuobjdump")
-    if not ptxas or not cuobjdump:
+    ptxases, cuobjdump = tool_paths("ptxas"), find_tool("cuobjdump")
+    if not ptxases or not cuobjdump:
         raise RuntimeError("ptxas and cuobjdump are needed (CUDA toolkit, nvidia-cuda-nvcc wheel or Triton)")
     arch = f"sm_{cc[0]}{cc[1]}"
     with tempfile.TemporaryDirectory() as tmp:
         src, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
         src.write_text(ptx)
-        run = subprocess.run(
-            [ptxas, "-v", f"-arch={arch}", str(src), "-o", str(cubin)], capture_output=True, text=True
-        )
-        if run.returncode:
-            raise RuntimeError(f"ptxas failed: {run.stderr.strip()[-500:]}")
+        failures = []
+        for ptxas in ptxases:  # an older ptxas refuses PTX of a newer version: try the next copy
+            run = subprocess.run(
+                [ptxas, "-v", f"-arch={arch}", str(src), "-o", str(cubin)], capture_output=True, text=True
+            )
+            if run.returncode == 0:
+                break
+            failures.append(f"{ptxas}: {run.stderr.strip()[-300:]}")
+        else:
+            raise RuntimeError("ptxas failed: " + " | ".join(failures))
         figures = {}
         for key, pattern in _PTXAS_FIGURES.items():
             m = re.search(pattern, run.stderr)
