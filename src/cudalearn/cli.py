@@ -1,4 +1,4 @@
-"""The `cudalearn` command: doctor, labs build/check, clean, grade, progress, reference (all chapters)."""
+"""The `cudalearn` command: doctor, labs, clean, grade, progress, reference, site build (all chapters)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,17 @@ def _reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _site(args: argparse.Namespace) -> int:
+    from cudalearn import site
+
+    try:
+        site.build(args.root, args.dir, jobs=args.jobs)
+    except site.SiteBuildError as e:
+        print(f"site build failed: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `cudalearn` console command."""
     from cudalearn import grading, progress
@@ -76,12 +87,17 @@ def main(argv: list[str] | None = None) -> int:
     progress.add_arguments(p)
     p = sub.add_parser("reference", help="list the stored reference GPU results")
     p.add_argument("-v", "--verbose", action="store_true")
+    p = sub.add_parser("site", help="render the book and the labs index as a static HTML site (offline)")
+    p.add_argument("action", choices=("build",))
+    p.add_argument("dir", type=Path, help="the folder to write the site into (emptied if it holds a site)")
+    p.add_argument("--root", default=".", help="the course's root folder (default: here)")
+    p.add_argument("--jobs", type=int, default=2, help="notebooks executed at a time (default: 2)")
     args = parser.parse_args(argv)
     if args.command == "doctor":
         from cudalearn.doctor import main as doctor_main
 
         return doctor_main()
-    commands = {"labs": _labs, "clean": _clean, "reference": _reference}
+    commands = {"labs": _labs, "clean": _clean, "reference": _reference, "site": _site}
     commands.update(grade=grading.command, progress=progress.command)
     return commands[args.command](args)
 
