@@ -77,17 +77,33 @@ def thread_grid(grid: tuple[int, int], block: tuple[int, int], shape: tuple[int,
     return fig
 
 
+#: How `bars` names the columns of a timing.Results on its axis.
+UNITS = {"gflops": "GFLOP/s", "gbps": "GB/s", "median_ms": "ms (median)", "min_ms": "ms (min)"}
+
+
+def _number(x: float) -> str:
+    """1,340 or 7.62 or 0.129: thousands separated, three significant digits below 100 (bar labels)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def bars(results, value: str = "gflops", *, log: bool = True):
     """Bar chart of one column (e.g. 'gflops', 'gbps', 'median_ms') of a timing.Results (Chapters 0-2)."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
     rows = [r for r in results.rows if r.get(value) is not None]
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * max(len(rows), 1)))
     ax.barh([r["name"] for r in rows], [r[value] for r in rows], log=log and bool(rows))
     ax.invert_yaxis()
-    ax.set_xlabel(value)
+    ax.set_xlabel(UNITS.get(value, value) + (" (log scale)" if log and rows else ""))
+    if log and rows:  # ticks at 1, 2 and 5 of each decade, so a narrow range still has several
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _number(x)))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
     ax.set_title(f"{results.key} ({results.source}: {results.label})", fontsize=9)
     for i, r in enumerate(rows):
-        ax.text(r[value], i, f" {r[value]:.3g}", va="center", fontsize=8)
+        ax.text(r[value], i, " " + _number(r[value]), va="center", fontsize=8)
+    if rows:  # room for the longest bar's label
+        ax.set_xlim(right=max(r[value] for r in rows) * (1.4 if log else 1.15))
     fig.tight_layout()
     return fig
