@@ -60,7 +60,7 @@ _MERGED_AB = "compiler: 4 reads of each tile along k -> one 128-bit load; confli
 KNOWN = {
     **{
         (name, counter): _MERGED_A
-        for name in ("matmul_tiled_16", "course_tiled_16x16", "course_tiled_32x32", "course_bt_32x33")
+        for name in ("course_tiled_16x16", "course_tiled_32x32", "course_bt_32x33")
         for counter in ("shared_load_requests", "shared_load_wavefronts")
     },
     **{
@@ -69,7 +69,6 @@ KNOWN = {
     },
 }
 N = 64  # matmul size
-TILE = 16
 THREADS = 128  # threads of the 1-D patterns: 4 warps
 SHARED = 4096  # float32 words of shared memory in the stride patterns (16 KiB)
 
@@ -137,37 +136,6 @@ def tile_col_read_32x33(inp, out):
     tile[y, x] = inp[y, x]
     cuda.syncthreads()
     out[y, x] = tile[x, y]
-
-
-@cuda.jit
-def matmul_naive_64(A, B, C):
-    """C = A @ B, every operand from global memory (N=64, 16x16 blocks)."""
-    col, row = cuda.grid(2)
-    if row < C.shape[0] and col < C.shape[1]:
-        acc = float32(0.0)
-        for k in range(A.shape[1]):
-            acc += A[row, k] * B[k, col]
-        C[row, col] = acc
-
-
-@cuda.jit
-def matmul_tiled_16(A, B, C):
-    """C = A @ B through 16x16 shared tiles, two barriers a tile step."""
-    sA = cuda.shared.array((TILE, TILE), float32)
-    sB = cuda.shared.array((TILE, TILE), float32)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    row = cuda.blockIdx.y * TILE + ty
-    col = cuda.blockIdx.x * TILE + tx
-    acc = float32(0.0)
-    for t in range(A.shape[1] // TILE):
-        sA[ty, tx] = A[row, t * TILE + tx]
-        sB[ty, tx] = B[t * TILE + ty, col]
-        cuda.syncthreads()
-        for k in range(TILE):
-            acc += sA[ty, k] * sB[k, tx]
-        cuda.syncthreads()
-    C[row, col] = acc
 
 
 def course_modules():
@@ -241,8 +209,6 @@ def patterns() -> dict:
         Pattern(shared_f64_stride_01, (1,), (THREADS,), [idx * 1.0, idx * 0.0], 1, idx * 1.0),
         Pattern(tile_col_read_32x32, (1,), (32, 32), [tile, tile * 0], 1, tile.T),
         Pattern(tile_col_read_32x33, (1,), (32, 32), [tile, tile * 0], 1, tile.T),
-        Pattern(matmul_naive_64, (4, 4), (16, 16), [A, B, C], 2, A @ B),
-        Pattern(matmul_tiled_16, (4, 4), (16, 16), [A, B, C], 2, A @ B),
     ]
     for s in (1, 2, 4, 8, 32):
         found.append(Pattern(make_global_stride(s), (1,), (THREADS,), [f32, out], 1, f32[idx * s]))
