@@ -13,7 +13,6 @@ DRAM bytes. Chapter 5 reads it from the package data `cudalearn.data.ncu`.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import json
 import os
@@ -23,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ncu_compare import find_ncu, no_nan, to_number, versions  # noqa: E402
+from ncu_compare import find_ncu, no_nan, parse_ncu_csv, versions  # noqa: E402
 
 KERNELS = ("copy_2d", "bias_relu_dropout", "bias_relu_dropout_pairs")
 METRICS = (
@@ -60,25 +59,6 @@ def cmd_launch() -> int:
     return 0
 
 
-def parse(text: str) -> dict:
-    """{kernel: {metric: value}} from `ncu --csv --page details`: the last launch of each kernel."""
-    lines = [line for line in text.splitlines() if line.startswith('"')]
-    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
-    out: dict = {}
-    if start is None:
-        return out
-    last_id: dict = {}
-    for row in csv.DictReader(lines[start:]):
-        name = (row.get("Kernel Name") or "").split("[")[0].split("(")[0].strip()
-        if name not in KERNELS or row.get("Metric Name") is None:
-            continue
-        if last_id.get(name) != row["ID"]:
-            last_id[name] = row["ID"]
-            out[name] = {}
-        out[name][row["Metric Name"]] = to_number(row["Metric Value"])
-    return out
-
-
 def cmd_gpu(out_path: str) -> int:
     """Profile the three kernels under ncu and write the JSON."""
     import cudalearn
@@ -97,7 +77,7 @@ def cmd_gpu(out_path: str) -> int:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         text = log.read_text() if log.exists() else ""
     print(proc.stdout[-2000:], proc.stderr[-2000:])
-    metrics = parse(text)
+    metrics = parse_ncu_csv(text, KERNELS, launch="last")  # the second, warm launch of each
     if proc.returncode != 0 or set(metrics) != set(KERNELS):
         print(f"ncu exit {proc.returncode}; parsed {sorted(metrics)}\n{text[-3000:]}", file=sys.stderr)
         return 1

@@ -308,21 +308,28 @@ def to_number(text):
     return int(value) if value.is_integer() else value
 
 
-def parse_ncu_csv(text, names) -> dict:
-    """{pattern: {metric: value}} from `ncu --csv` (details page); first launch of each kernel."""
+def parse_ncu_csv(text, names, launch="first") -> dict:
+    """{pattern: {metric: value}} from `ncu --csv` (details page); the first (or last) launch of each kernel.
+
+    A row belongs to the name found inside its kernel name (shown or mangled); where several are, to the
+    longest, provided it contains the others (`bias_relu_dropout_pairs` holds `bias_relu_dropout`).
+    """
     lines = [line for line in text.splitlines() if line.startswith('"')]
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
         return {}
-    out, first_id = {}, {}
+    out, kept_id = {}, {}
     for row in csv.DictReader(lines[start:]):
-        matches = [n for n in names if n in (row.get("Kernel Name") or "")]
-        if len(matches) != 1 or row.get("Metric Name") is None:
+        matches = sorted((n for n in names if n in (row.get("Kernel Name") or "")), key=len)
+        if not matches or any(m not in matches[-1] for m in matches) or row.get("Metric Name") is None:
             continue
-        name = matches[0]
-        if first_id.setdefault(name, row["ID"]) != row["ID"]:
-            continue
-        out.setdefault(name, {})[row["Metric Name"]] = to_number(row["Metric Value"])
+        name = matches[-1]
+        if kept_id.get(name) != row["ID"]:
+            if name in kept_id and launch == "first":
+                continue
+            kept_id[name] = row["ID"]
+            out[name] = {}
+        out[name][row["Metric Name"]] = to_number(row["Metric Value"])
     return out
 
 

@@ -544,3 +544,23 @@ def test_ncu_csv_parser_maps_mangled_names_to_patterns():
         "matmul_tiled_16": {"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 4096},
     }
     assert math.isnan(ncu.to_number("n/a"))
+
+
+def test_ncu_csv_parser_takes_the_longest_of_nested_names_and_can_keep_the_last_launch():
+    """`bias_relu_dropout_pairs` rows are not `bias_relu_dropout`'s; launch="last" keeps a warm launch."""
+    ncu = load_ncu_compare()
+    metric = "smsp__inst_executed.sum"
+    text = "\n".join(
+        [
+            HEADER,
+            ncu_row("1", "bias_relu_dropout[v2,abc](Array<float, 2, C>)", metric, "inst", "10"),
+            ncu_row("2", "bias_relu_dropout_pairs[v1,abc](Array<double, 2, C>)", metric, "inst", "20"),
+            ncu_row("3", "bias_relu_dropout[v2,abc](Array<float, 2, C>)", metric, "inst", "11"),
+            ncu_row("4", "bias_relu_dropout_pairs[v1,abc](Array<double, 2, C>)", metric, "inst", "21"),
+        ]
+    )
+    names = ["bias_relu_dropout", "bias_relu_dropout_pairs"]
+    first = ncu.parse_ncu_csv(text, names)
+    assert first == {"bias_relu_dropout": {metric: 10}, "bias_relu_dropout_pairs": {metric: 20}}
+    last = ncu.parse_ncu_csv(text, names, launch="last")
+    assert last == {"bias_relu_dropout": {metric: 11}, "bias_relu_dropout_pairs": {metric: 21}}
