@@ -2,9 +2,18 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("CUDALEARN_MODE", "sim")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import cudalearn  # noqa: E402
 
 cudalearn.setup(quiet=True)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """PyTorch on one CPU thread for the test (Chapters 8-9's small models run faster, and reproducibly)."""
+    with cudalearn.device.one_torch_thread():
+        yield

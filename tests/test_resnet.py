@@ -8,14 +8,7 @@ from torch import nn
 from cudalearn import checks, exercises
 from cudalearn.nn import resnet
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small models run faster, and reproducibly, on one CPU thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # small models: faster on one CPU thread
 
 
 @pytest.mark.parametrize("conv", [False, True])

@@ -11,14 +11,7 @@ from cudalearn.kernels.patchify import patchify, patchify_launch
 from cudalearn.nn import vit
 from cudalearn.trace import trace
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small models run faster, and reproducibly, on one CPU thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # small models: faster on one CPU thread
 
 
 @pytest.mark.parametrize("shape, p", [((2, 3, 8, 12), 4), ((1, 1, 6, 6), 3), ((1, 2, 4, 4), 1)])

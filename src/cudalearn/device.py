@@ -9,6 +9,7 @@ that imports `cudalearn.kernels` always gets a consistent mode.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -216,3 +217,16 @@ def device_count() -> int:
 def torch_device() -> str:
     """'cuda' in gpu mode, else 'cpu': where the chapters put their PyTorch tensors (Chapter 0)."""
     return "cuda" if mode() == "gpu" else "cpu"
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """PyTorch on one CPU thread in the block (Chapters 8-9's checks: small models run faster)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -9,7 +9,6 @@ Sizes stay small under the simulator.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,19 +16,6 @@ from typing import Any
 import numpy as np
 
 from cudalearn import checks, device
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """Run PyTorch on one CPU thread inside the block: the checks' tiny models are faster so."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _call(fn: Callable[..., Any], name: str, *args: Any) -> Any:
@@ -400,13 +386,13 @@ def check_residual_block(cls: Any, **kwargs: Any) -> None:
 
     Keyword arguments: widths, batches (leading shapes of x), one per case.
     """
-    with _one_thread():
+    with device.one_torch_thread():
         _check_residual_block(cls, **kwargs)
 
 
 def check_input_gradient(input_gradient: Callable[..., Any], cases: Sequence[str] | None = None) -> None:
     """Lab 8: input_gradient(branch, x, grad_y) = dL/dx of y = branch(x) + x, by autograd on the branch."""
-    with _one_thread():
+    with device.one_torch_thread():
         _check_input_gradient(input_gradient, cases)
 
 
@@ -415,5 +401,5 @@ def check_first_to_last(first_to_last: Callable[..., Any], cls: Any, **kwargs: A
 
     Keyword arguments: blocks, width, seed of the deep networks built from `cls`.
     """
-    with _one_thread():
+    with device.one_torch_thread():
         _check_first_to_last(first_to_last, cls, **kwargs)
