@@ -12,6 +12,7 @@ GPU, guard zones around each array catch writes past either end).
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -120,6 +121,11 @@ def _diagnose(actual: np.ndarray, expected: np.ndarray, bad: np.ndarray, block: 
     if not hints:
         hints.append("compare your indexing with the NumPy spec on a small example, element by element.")
     return " Hint: " + " ".join(hints)
+
+
+def matmul_tol(k: int) -> dict[str, float]:
+    """rtol and atol for a float32 product summed over k terms: its rounding error grows like sqrt(k)."""
+    return {"rtol": 1e-4, "atol": 1e-4 * math.sqrt(k)}
 
 
 def check_close(

@@ -163,6 +163,4 @@ def check_matmul(
         C = checks.empty_output((m, n), np.float32)
         grid = (math.ceil(n / block[0]), math.ceil(m / block[1]))
         got = checks.run_kernel(kernel, grid, block, A, B, C)[2]
-        checks.check_close(
-            got, A @ B, name="C", rtol=1e-4, atol=1e-4 * math.sqrt(k), block=(block[1], block[0])
-        )
+        checks.check_close(got, A @ B, name="C", **checks.matmul_tol(k), block=(block[1], block[0]))

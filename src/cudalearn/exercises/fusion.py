@@ -86,7 +86,7 @@ def check_linear_relu(
         X, W, b = _layer_problem(rng, m, k, n)
         griddim, blockdim = _grid(m, n, tile)
         got = checks.run_kernel(kernel, griddim, blockdim, X, W, b, checks.empty_output((m, n)))[3]
-        tol = dict(rtol=1e-4, atol=1e-4 * math.sqrt(k))
+        tol = checks.matmul_tol(k)
         expected = _forward_spec(X, W, b)
         try:
             checks.check_close(got, expected, name=f"Y (m, k, n = {m}, {k}, {n})", **tol)

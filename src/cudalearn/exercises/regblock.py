@@ -55,8 +55,7 @@ def _run(kernel: Any, BM: int, BN: int, TM: int, TN: int, m: int, k: int, n: int
         got,
         A @ B,
         name=f"C (m, k, n = {m}, {k}, {n})",
-        rtol=1e-4,
-        atol=1e-4 * math.sqrt(k),
+        **checks.matmul_tol(k),
         block=_hint((m, n), (BM, BN)),
     )
 

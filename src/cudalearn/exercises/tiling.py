@@ -112,8 +112,7 @@ def _check_matmuls(kernel: Any, tile: int, triples: Sequence[tuple[int, int, int
             got,
             A @ B,
             name=f"C (m, k, n = {m}, {k}, {n})",
-            rtol=1e-4,
-            atol=1e-4 * math.sqrt(k),
+            **checks.matmul_tol(k),
             block=_block_hint((m, n), tile),
         )
 
