@@ -123,21 +123,11 @@ def candidates(n: int, cc) -> tuple[dict, dict, list[str]]:
     """({name: callable}, {name: (kernel, tiles)} of the Numba ones, skipped lines), each result checked."""
     import numpy as np
     import torch
-    from numba import cuda
 
-    from cudalearn import checks
+    from cudalearn import checks, timing
 
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((n, n), dtype=np.float32)
-    B = rng.standard_normal((n, n), dtype=np.float32)
-    dA, dB = cuda.to_device(A), cuda.to_device(B)
-    dC = cuda.device_array((n, n), dtype=np.float32)
-    dev = cudalearn.torch_device()
-    tA, tB = torch.from_numpy(A).to(dev), torch.from_numpy(B).to(dev)
-    tC = torch.empty((n, n), device=dev)
-    torch.set_float32_matmul_precision("highest")
-    torch.matmul(tA, tB, out=tC)
-    expected = tC.cpu().numpy()
+    ops = timing.matmul_operands(n)  # cuBLAS's FP32 product is the expected result
+    dA, dB, dC, tA, tB, tC, expected = ops.dA, ops.dB, ops.dC, ops.tA, ops.tB, ops.tC, ops.expected
     tol = {"rtol": 1e-3, "atol": 1e-3 * math.sqrt(n)}
     lowp_tol = {"rtol": 3e-2, "atol": 3e-2 * math.sqrt(n)}  # 16-bit or TF32 inputs: about 3 digits
 

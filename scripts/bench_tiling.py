@@ -58,23 +58,13 @@ def candidates(n: int) -> dict:
     """
     import numpy as np
     import torch
-    from numba import cuda
 
-    from cudalearn import checks
+    from cudalearn import checks, timing
     from cudalearn.kernels import tiled
     from cudalearn.kernels.matmul import matmul_naive
 
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((n, n), dtype=np.float32)
-    B = rng.standard_normal((n, n), dtype=np.float32)
-    dA, dB = cuda.to_device(A), cuda.to_device(B)
-    dC = cuda.device_array((n, n), dtype=np.float32)
-    dev = cudalearn.torch_device()
-    torch.backends.cuda.matmul.allow_tf32 = False  # true FP32, as the kernels compute
-    tA, tB = torch.from_numpy(A).to(dev), torch.from_numpy(B).to(dev)
-    tC = torch.empty((n, n), device=dev)
-    torch.matmul(tA, tB, out=tC)
-    expected = tC.cpu().numpy()
+    ops = timing.matmul_operands(n)  # cuBLAS's FP32 product is the expected result
+    dA, dB, dC, tA, tB, tC, expected = ops.dA, ops.dB, ops.dC, ops.tA, ops.tB, ops.tC, ops.expected
 
     def launch(name, kernel, tile):
         grid, block = (math.ceil(n / tile), math.ceil(n / tile)), (tile, tile)
