@@ -453,3 +453,35 @@ def test_nbgrader_autograde_gives_the_points_cudalearn_grade_gives(tmp_path, mon
     # checks pass everything; cudalearn grade runs them where no student code ran.
     assert nbgrader_points["monkeypatch"] == {"test_blocks_for": 1.0, "test_scale": 2.0}
     assert ours_points["monkeypatch"] == {"test_blocks_for": 0.0, "test_scale": 0.0}
+
+
+def test_judge_and_sandbox_import_what_the_grader_imported(tmp_path, monkeypatch):
+    """`python -I` drops PYTHONPATH: the judge's command puts the grader's entries and this cudalearn back."""
+    import subprocess
+
+    import cudalearn
+    from cudalearn.grading import python_command
+
+    (tmp_path / "probe_on_pythonpath.py").write_text("import cudalearn\nprint(cudalearn.__file__)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    out = subprocess.run(python_command("probe_on_pythonpath"), capture_output=True, text=True, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == cudalearn.__file__
+
+
+def test_objects_the_instructor_built_reach_the_student_s_code():
+    """A judge object crosses to the sandbox pickled; the judge never unpickles what the sandbox sends."""
+    import base64
+    import pickle
+
+    from cudalearn.grading.sandbox import Server
+
+    j = judge.Judge.__new__(judge.Judge)
+    j.generation = 1
+    node = j._to_ref(Limits(timeout=7))
+    assert set(node) == {"$", "pickle"}
+    assert Server().from_ref(node) == Limits(timeout=7)
+    forged = {"$": "r", "pickle": base64.b64encode(pickle.dumps(Limits())).decode(), "id": 1, "type": "x"}
+    assert isinstance(j._from_ref(forged), judge.Remote)  # the judge builds a handle, never the object
+    with pytest.raises(TypeError, match="student_side"):
+        j._to_ref(lambda: None)

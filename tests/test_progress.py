@@ -71,3 +71,16 @@ def test_an_unreadable_notebook_is_reported(tmp_path):
     bad = tmp_path / "bad.ipynb"
     bad.write_text("{")
     assert "cannot read it as a notebook" in progress.show(progress.run(bad))
+
+
+def test_a_failure_shows_the_whole_message_and_names_the_earlier_exercise_it_uses(tmp_path):
+    ex1 = "def blocks_for(n, threads):\n    return n // threads"
+    ex2 = SCALE_WITHOUT_ALPHA + "\n\nGRID = blocks_for(64, 32)  # uses exercise 1's answer\n"
+    report = progress.run(_lab(tmp_path, "lab.ipynb", ex1=ex1, ex2=ex2), timeout=60)
+    first, second = report.exercises
+    assert first.status == second.status == "fail"
+    assert "Hint: n // threads rounds down" in first.message  # the hint, not only the first line
+    assert "`blocks_for` from exercise 1, which fails too: fix exercise 1 first." in second.message
+    assert "exercise 1" not in first.message
+    shown = progress.show(report).splitlines()
+    assert all(f"{'':16}{line}" in shown for line in second.message.splitlines())  # every line, indented

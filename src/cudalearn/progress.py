@@ -10,7 +10,9 @@ that opens with a docstring and calls a check), and it is:
 
 - pass: its check cell ran without an error;
 - not done yet: the check says so (the `# YOUR CODE HERE` stub is still there);
-- fail: the first line of the check's message (or of your cell's own error);
+- fail: the check's whole message (or your cell's own error), and, when the
+  exercise uses what an earlier failing exercise defines, a line saying so:
+  fix that one first;
 - not run: the kernel died, or a cell ran past the time limit, before it.
 
 Only the visible checks run; the hidden tests are not in the labs.
@@ -70,8 +72,31 @@ def label(source: str) -> str:
 
 
 def _first_line(text: str) -> str:
-    text = re.sub(r"\x1b\[[0-9;]*m", "", text or "").strip()
+    text = _plain(text)
     return text.splitlines()[0] if text else ""
+
+
+def _plain(text: str) -> str:
+    """A message without terminal colours or surrounding blank lines."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text or "").strip()
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds at top level, names it uses anywhere); empty sets if it does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set(), set()
+    bound = {
+        n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+    for n in tree.body:
+        for t in n.targets if isinstance(n, ast.Assign) else []:
+            bound |= {e.id for e in ast.walk(t) if isinstance(e, ast.Name)}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return bound, used
 
 
 def _classify(reply: dict | None, before: dict | None, stopped: str) -> tuple[str, str]:
@@ -87,8 +112,8 @@ def _classify(reply: dict | None, before: dict | None, stopped: str) -> tuple[st
         own = f"{before.get('ename', 'Error')}: {_first_line(before.get('evalue', ''))}"
         return "fail", f"your exercise cell raised {own}"
     if ename == "AssertionError":
-        return "fail", _first_line(evalue)
-    return "fail", f"{ename}: {_first_line(evalue)}"
+        return "fail", _plain(evalue)
+    return "fail", f"{ename}: {_plain(evalue)}"
 
 
 def run(path: Path | str, timeout: float = 600, kernel_name: str = "python3") -> Report:
@@ -132,6 +157,7 @@ def run(path: Path | str, timeout: float = 600, kernel_name: str = "python3") ->
         stopped = f"the notebook could not run: {type(e).__name__}: {_first_line(str(e))}"
     report = Report(path)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    failing: list[tuple[int, set[str]]] = []  # (exercise number, names its cell defines) of failures so far
     for pos, i in enumerate(code):
         if not is_check(nb.cells[i]):
             continue
@@ -139,6 +165,18 @@ def run(path: Path | str, timeout: float = 600, kernel_name: str = "python3") ->
         status, message = _classify(replies.get(i), before, stopped)
         if message.startswith("TimeoutError"):
             message = f"the cell ran past the time limit ({timeout:g} s): is there an endless loop?"
+        bound, used = _names(nb.cells[code[pos - 1]].source) if pos else (set(), set())
+        used |= _names(nb.cells[i].source)[1]
+        if status in ("fail", "not done yet"):
+            needs = [(n, sorted((names & used) - bound)) for n, names in failing]
+            needs = [(n, names) for n, names in needs if names]
+            if needs and status == "fail":
+                n, names = needs[-1]
+                message += (
+                    f"\nThis exercise uses `{'`, `'.join(names)}` from exercise {n}, which fails too: "
+                    f"fix exercise {n} first."
+                )
+            failing.append((len(report.exercises) + 1, bound))
         report.exercises.append(Exercise(label(nb.cells[i].source), status, message))
     if not report.exercises and not stopped:
         report.error = "no check cell found (a code cell that opens with a docstring and calls a check)"
@@ -162,8 +200,8 @@ def show(report: Report) -> str:
     lines = [f"{report.path}: {report.passed} of {len(report.exercises)} exercises pass"]
     for e in report.exercises:
         lines.append(f"  {e.status:<13} {e.label}")
-        if e.message:
-            lines.append(f"  {'':<13} {e.message}")
+        for line in e.message.splitlines():
+            lines.append(f"  {'':<13} {line}")
     return "\n".join(lines)
 
 

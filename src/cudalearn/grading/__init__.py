@@ -140,6 +140,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def python_command(module: str, *args: str) -> list[str]:
+    """`python -I -B` running `module` from the very `cudalearn` this process imported (judge, sandbox).
+
+    `-I` ignores PYTHONPATH and the current folder (a submission's folder must not shadow a module), so
+    the folder holding the package and the grader's PYTHONPATH entries are put on sys.path explicitly:
+    the judge and the sandbox find the course and its packages the way the grader did, installed or not.
+    """
+    import os
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    paths = list(dict.fromkeys([root, *extra]))
+    boot = (
+        f"import sys; sys.path[:0] = {paths!r}; import runpy; "
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    )
+    return [sys.executable, "-I", "-B", "-c", boot, *args]
+
+
 def __getattr__(name: str):
     """Import on first use: the judge and sandbox processes import this package and must start fast."""
     if name not in __all__ or name == "add_arguments":

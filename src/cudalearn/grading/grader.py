@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudalearn.grading import lab as lab_mod
-from cudalearn.grading import match
+from cudalearn.grading import match, python_command
 
 STATUSES = ("passed", "failed", "error", "timeout", "crashed", "memory")
 
@@ -166,7 +166,7 @@ def job_for(lab: lab_mod.Lab, answers: list[match.Answer], limits: Limits) -> di
 def _run_judge(job: dict, limits: Limits) -> dict:
     """Run one judge process; a backstop kills it (and so its sandbox) if it overruns."""
     proc = subprocess.Popen(
-        [sys.executable, "-I", "-B", "-m", "cudalearn.grading.judge"],
+        python_command("cudalearn.grading.judge"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -22,12 +22,14 @@ context and the answers that did not crash, and goes on with the next test.
 
 from __future__ import annotations
 
+import base64
 import builtins
 import collections
 import inspect
 import json
 import keyword
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -39,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from cudalearn.grading import wire
+from cudalearn.grading import python_command, wire
 
 SANDBOX_MODULE = "cudalearn.grading.sandbox"
 MESSAGE_LIMIT = 1 << 30  # bytes in one reply from the student's process
@@ -52,6 +54,9 @@ ENV_KEEP = (
     "LD_LIBRARY_PATH",
     "CUDA_HOME",
 )
+
+
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class GradingInterrupt(BaseException):
@@ -95,6 +100,10 @@ def _exception(err: dict) -> BaseException:
             exc = cls(message)
         except Exception:
             exc = SubmissionError(f"{name}: {message}")
+    elif name == "KeyboardInterrupt":
+        exc = SubmissionError(
+            f"KeyboardInterrupt: the process running your code received SIGINT (at {err.get('at', '?')})"
+        )
     elif name == "SystemExit":
         exc = SubmissionError(f"your code called sys.exit() ({message or 'no code'})")
     else:
@@ -131,6 +140,9 @@ class Sandbox:
             kw = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
         os.chmod(self.workdir, 0o700)
         env = {k: v for k, v in env.items() if k in ENV_KEEP or k.startswith("NUMBA_")}
+        # One BLAS thread: OpenBLAS reserves a buffer per core when it loads (scipy, torch); on a 16-core
+        # H200 host that overran the memory limit and died with SIGINT. Graders run notebooks side by side.
+        env.update({k: "1" for k in BLAS_THREADS})
         env.update(
             HOME=self.workdir,
             TMPDIR=self.workdir,
@@ -139,7 +151,7 @@ class Sandbox:
             MPLBACKEND="Agg",
         )
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-m", SANDBOX_MODULE, str(to_child_r), str(from_child_w)],
+            python_command(SANDBOX_MODULE, str(to_child_r), str(from_child_w)),
             pass_fds=(to_child_r, from_child_w),
             cwd=self.workdir,
             env=env,
@@ -247,6 +259,10 @@ class Remote:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._cl_judge.call(self, args, kwargs)
+
+    def _cl_experiment(self, experiment: Any, args: tuple, kwargs: dict) -> Any:
+        """`checks.student_side`: experiment(this object, *args) run in the student's process; data back."""
+        return self._cl_judge.experiment(self, experiment, args, kwargs)
 
     def __getitem__(self, key: Any) -> Any:
         return self._cl_op("getitem", key=key)
@@ -451,11 +467,23 @@ class Judge:
         return _remote_type(node.get("type"))(self, self.generation, node)
 
     def _to_ref(self, obj: Any) -> dict:
+        """A handle on the student's object, or a judge's object (a config, a module) pickled for the sandbox.
+
+        Pickles go one way only, judge to sandbox: what the instructor's cells built is rebuilt there
+        from its state. Nothing the sandbox sends is ever unpickled.
+        """
         if isinstance(obj, Remote):
             if obj._cl_gen != self.generation:
                 raise ProcessDied("this object belonged to a process of your notebook that died earlier")
             return {"$": "r", "id": obj._cl_id}
-        raise TypeError(f"the grader cannot pass a {type(obj).__name__} to the student's code")
+        try:
+            data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:
+            raise TypeError(
+                f"the grader cannot pass a {type(obj).__name__} to the student's code ({e}): a check that "
+                f"needs it there runs that part through checks.student_side"
+            ) from None
+        return {"$": "r", "pickle": base64.b64encode(data).decode("ascii")}
 
     def request(self, op: str, remote: Remote | None, fields: dict) -> Any:
         """Send one request about `remote` (or the namespace) and return the decoded value."""
@@ -488,6 +516,33 @@ class Judge:
                 _write_back(args[key], new)
             elif isinstance(key, str) and key in kwargs:
                 _write_back(kwargs[key], new)
+        return value
+
+    def experiment(self, remote: Remote, experiment: Any, args: tuple, kwargs: dict) -> Any:
+        """Run the package's function `experiment(student object, *args)` in the student's process."""
+        module, name = getattr(experiment, "__module__", ""), getattr(experiment, "__qualname__", "")
+        if (
+            not module.startswith("cudalearn.")
+            or not name.isidentifier()
+            or getattr(sys.modules.get(module), name, None) is not experiment
+        ):
+            raise GraderFailure(
+                f"checks.student_side needs a module-level cudalearn function, got {experiment!r}"
+            )
+        box = self._live()
+        enc = wire.Encoder(self._to_ref)
+        header = {
+            "op": "experiment",
+            "id": remote._cl_id,
+            "module": module,
+            "function": name,
+            "args": enc.encode(list(args)),
+            "kwargs": enc.encode(kwargs),
+        }
+        if remote._cl_gen != self.generation:
+            raise ProcessDied("this object belonged to a process of your notebook that died earlier")
+        value, _, events = self._exchange(box, header, enc.buffers)
+        self._replay(events)
         return value
 
     def _replay(self, events: Any) -> None:

@@ -22,12 +22,15 @@ Then it loops: receive a request, run it, reply with a value that is data
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import glob
+import importlib
 import inspect
 import itertools
 import linecache
 import os
+import pickle
 import resource
 import signal
 import sys
@@ -220,11 +223,15 @@ def describe(e: BaseException) -> dict:
             where = f"{f.filename.strip('<>')}, line {f.lineno}" + (
                 f": {f.line.strip()[:200]}" if f.line else ""
             )
+    last = traceback.extract_tb(e.__traceback__)[-3:]  # where it was raised, student's cell or not
     return {
         "type": type(e).__name__[:100],
         "module": str(type(e).__module__)[:100],
         "message": message,
         "where": where,
+        "at": " <- ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in reversed(last))[
+            :600
+        ],
     }
 
 
@@ -406,6 +413,8 @@ class Server:
         }
 
     def from_ref(self, node: dict) -> Any:
+        if isinstance(node.get("pickle"), str):  # an object the instructor's cells built in the judge
+            return pickle.loads(base64.b64decode(node["pickle"]))
         try:
             return self.objects[node["id"]]
         except (KeyError, TypeError):
@@ -449,6 +458,18 @@ class Server:
             back = [[i, h] for i, a in enumerate(args) if (h := _host(a)) is not None]
             back += [[k, h] for k, a in kwargs.items() if (h := _host(a)) is not None]
             return self.encode(result, {"back": back, "events": [seen.launches[:1000], seen.copies]})
+        if op == "experiment":  # checks.student_side: the package's function, run on the student's object
+            module = str(req.get("module"))
+            if not module.startswith("cudalearn."):
+                raise wire.ProtocolError("an experiment must be a cudalearn function")
+            experiment = getattr(importlib.import_module(module), str(req.get("function")))
+            args = dec.decode(req.get("args"))
+            kwargs = dec.decode(req.get("kwargs"))
+            if not isinstance(args, list) or not isinstance(kwargs, dict):
+                raise wire.ProtocolError("malformed experiment")
+            with _Observer() as seen:
+                result = experiment(obj, *args, **kwargs)
+            return self.encode(result, {"events": [seen.launches[:1000], seen.copies]})
         if op == "getattr":
             return self.encode(getattr(obj, str(req["name"])))
         if op == "getitem":

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Grade every lab's own solution and its mutation corpus with `cudalearn grade`; store the outcome.
+
+    CUDALEARN_MODE=gpu python3 scripts/grade_labs.py --out grading.json [LAB ...]
+
+For each lab (default: all), the solution and every entry of
+tests/mutations/labNN.py are graded as one student each, as the CI test
+tests/test_mutations.py does under the simulator. The JSON file gets the
+device, date and versions (`reference.run_header`), and per lab: the
+solution's grade, how many wrong answers kept points, how many valid ones
+lost points, and each entry's verdict. Exits non-zero when a solution
+misses a point or an entry misbehaves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from mutations import runner  # noqa: E402
+
+from cudalearn import reference  # noqa: E402
+
+
+def grade_lab(lab: str, jobs: int) -> dict:
+    """The solution's grade and each corpus entry's verdict for one lab."""
+    entries = runner.corpus(lab)
+    plan = runner.VisibleRun(lab).plan
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as d:
+        results = runner.grade_all(lab, entries, Path(d), jobs=jobs)
+    sol = results["solution"]
+    verdicts = {m.name: runner.verdict(plan, m, results[m.name]) for m in entries}
+    return {
+        "solution": f"{sol.total:g}/{sol.max_total:g}",
+        "solution_tests": {t.test_id: [t.status, t.message[:500]] for t in sol.tests},
+        "wrong": sum(not m.is_valid for m in entries),
+        "valid": sum(m.is_valid for m in entries),
+        "wrong_kept_points": sorted(n for m in entries if not m.is_valid and (n := m.name) and verdicts[n]),
+        "valid_lost_points": sorted(n for m in entries if m.is_valid and (n := m.name) and verdicts[n]),
+        "problems": {n: v for n, v in verdicts.items() if v},
+        "seconds": round(time.time() - t0, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--jobs", type=int, default=4, help="notebooks graded at once")
+    parser.add_argument("labs", nargs="*", help="lab numbers (default: all)")
+    args = parser.parse_args()
+    data = {**reference.run_header(), "source": "scripts/grade_labs.py", "labs": {}}
+    bad = 0
+    for lab in args.labs or runner.labs_with_corpus():
+        print(f"== lab {lab}", flush=True)
+        r = data["labs"][lab] = grade_lab(lab, args.jobs)
+        bad += (r["solution"].split("/")[0] != r["solution"].split("/")[1]) + len(r["problems"])
+        print(
+            f"   solution {r['solution']}; {r['wrong']} wrong answers, {len(r['wrong_kept_points'])} kept "
+            f"points; {r['valid']} valid, {len(r['valid_lost_points'])} lost points; {r['seconds']} s",
+            flush=True,
+        )
+        for name, problem in r["problems"].items():
+            print(f"   {name}: {problem[:400]}", flush=True)
+        args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

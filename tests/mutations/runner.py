@@ -1,0 +1,195 @@
+"""Run the mutation corpus: through a lab's visible checks in this process, and through `cudalearn grade`."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import linecache
+import re
+import shutil
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from cudalearn import labs
+from cudalearn.grading import lab as lab_mod
+from mutations import Mutation
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def solution_path(lab: str) -> Path:
+    """solutions/NN-name.ipynb for lab 'NN'."""
+    (path,) = sorted((ROOT / "solutions").glob(f"{lab}-*.ipynb"))
+    return path
+
+
+def corpus(lab: str) -> list[Mutation]:
+    """The MUTATIONS of tests/mutations/labNN.py (empty when the lab has none yet)."""
+    try:
+        mod = importlib.import_module(f"mutations.lab{lab}")
+    except ModuleNotFoundError as e:
+        if e.name != f"mutations.lab{lab}":
+            raise
+        return []
+    names = [m.name for m in mod.MUTATIONS]
+    dupes = {n for n in names if names.count(n) > 1}
+    assert not dupes, f"lab {lab}: mutation names used twice: {sorted(dupes)}"
+    return list(mod.MUTATIONS)
+
+
+def labs_with_corpus() -> list[str]:
+    """'NN' of every lab with a solution notebook."""
+    return sorted(p.name[:2] for p in (ROOT / "solutions").glob("[0-9][0-9]-*.ipynb"))
+
+
+_CELLS = iter(range(1, 1 << 62))
+
+
+def _exec(text: str, ns: dict, what: str) -> None:
+    """Run one cell's text in ns, registered in linecache as IPython does (the tracer reads kernel source)."""
+    from cudalearn.grading.sandbox import without_magics
+
+    text = without_magics(text)
+    name = f"<{what} {next(_CELLS)}>"
+    linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
+    exec(compile(text, name, "exec"), ns)
+
+
+def _strip_markers(source: str) -> str:
+    keep = [ln for ln in source.splitlines() if ln.strip() not in (labs.BEGIN_SOLUTION, labs.END_SOLUTION)]
+    return "\n".join(keep)
+
+
+def exercise_of(plan: lab_mod.Lab, name: str) -> lab_mod.Exercise:
+    """The exercise whose cell defines `name`."""
+    for ex in plan.exercises:
+        if name in ex.names:
+            return ex
+    raise KeyError(
+        f"{plan.name}: no exercise defines {name!r} (exercises define {[e.names for e in plan.exercises]})"
+    )
+
+
+def answer(plan: lab_mod.Lab, m: Mutation | None, ex: lab_mod.Exercise) -> str:
+    """The student's answer cell for exercise `ex`: the solution's, or mutation m's if it targets ex."""
+    text = _strip_markers(ex.cell.source)
+    if m is None or exercise_of(plan, m.exercise).number != ex.number:
+        return text
+    if m.code is not None:
+        return m.code
+    for old, new in m.edits:
+        assert old in text, f"{plan.name} {m.name}: {old!r} is not in the solution's answer:\n{text}"
+        text = text.replace(old, new, 1)
+    return text
+
+
+def submission(plan: lab_mod.Lab, m: Mutation | None) -> nbformat.NotebookNode:
+    """The generated lab notebook with every answer cell filled in (m's for its exercise)."""
+    nb = nbformat.reads(labs.make_lab(plan.path), as_version=4)
+    for ex in plan.exercises:
+        nb.cells[ex.cell.index].source = answer(plan, m, ex)
+    return nb
+
+
+@dataclass
+class Outcome:
+    """What a student sees when running an exercise's visible check: None (passed) or the message."""
+
+    error: str | None
+    kind: str  # "passed" | "AssertionError" | another exception's type name
+
+
+class VisibleRun:
+    """One lab's cells run in this process up to each exercise; mutations re-run from a snapshot."""
+
+    def __init__(self, lab: str) -> None:
+        self.plan = lab_mod.load(solution_path(lab))
+        self.lab = lab
+
+    def _cells_until(self, number: int):
+        """(role, text) of the cells before exercise `number`'s answer, and that exercise's visible check."""
+        before, check = [], None
+        for cell in self.plan.cells:
+            if cell.role == "markdown":
+                continue
+            if cell.role == "answer" and cell.exercise == number:
+                break
+            text = _strip_markers(cell.source) if cell.role == "answer" else cell.student_source
+            before.append(text)
+        for t in self.plan.tests:
+            if t.exercise == number:
+                check = t.cell.student_source
+                break
+        return before, check
+
+    def run(self, m: Mutation | None, number: int | None = None) -> Outcome:
+        """Run the lab up to m's exercise (solution answers), m's answer, then its visible check."""
+        ex = exercise_of(self.plan, m.exercise) if m is not None else self.plan.exercises[number - 1]
+        before, check = self._cells_until(ex.number)
+        ns: dict = {"__name__": "__main__"}
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            for text in before:
+                _exec(text, ns, "lab cell")
+            try:
+                _exec(answer(self.plan, m, ex), ns, "answer cell")
+                _exec(check, ns, "check cell")
+            except AssertionError as e:
+                return Outcome(str(e), "AssertionError")
+            except Exception as e:  # noqa: BLE001 - what a student would see as a traceback
+                return Outcome(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-3)}", type(e).__name__)
+        return Outcome(None, "passed")
+
+
+def grade_all(lab: str, mutations: list[Mutation], workdir: Path, jobs: int = 2, **limits):
+    """Grade the solution ('solution') and every mutation as one student each; {student: Result}."""
+    from cudalearn.grading import Limits, grade
+
+    plan = lab_mod.load(solution_path(lab))
+    subs = workdir / "submissions"
+    shutil.rmtree(subs, ignore_errors=True)
+    for name, m in [("solution", None)] + [(m.name, m) for m in mutations]:
+        (subs / name).mkdir(parents=True)
+        nbformat.write(submission(plan, m), subs / name / f"{plan.name}.ipynb")
+    lim = Limits(**{"timeout": 600, "cell_timeout": 120, "memory_mb": 3072, **limits})
+    results = grade(plan.path, [subs], out=workdir / "grades", limits=lim, jobs=jobs, root=ROOT)
+    return {r.student: r for r in results}
+
+
+def verdict(plan: lab_mod.Lab, m: Mutation, result) -> str | None:
+    """None when a graded result is what m must get, else what is wrong."""
+    number = exercise_of(plan, m.exercise).number
+    mine = [t for t in result.tests if t.exercise == number]
+    others = [t for t in result.tests if t.exercise != number]
+    lost = [t for t in others if t.points < t.max_points]
+    if lost:
+        return f"other exercises lost points: {[(t.test_id, t.status, t.message[:300]) for t in lost]}"
+    if m.is_valid:
+        bad = [t for t in mine if t.points < t.max_points]
+        return (
+            f"a valid answer lost points: {[(t.test_id, t.status, t.message) for t in bad]}" if bad else None
+        )
+    kept = [t for t in mine if t.points > 0]
+    if kept:
+        return f"a wrong answer kept points: {[(t.test_id, t.points) for t in kept]}"
+    unnamed = [t for t in mine if not re.search(m.cause, t.message, re.S)]
+    if unnamed:
+        return f"graded message does not match {m.cause!r}: {[t.message for t in unnamed]}"
+    return None
+
+
+def visible_verdict(m: Mutation, out: Outcome) -> str | None:
+    """None when the visible check's outcome is what m must get, else what is wrong."""
+    if m.is_valid:
+        return None if out.error is None else f"a valid answer was rejected: {out.error}"
+    if out.error is None:
+        return "a wrong answer passed the visible check"
+    if out.kind != "AssertionError":
+        return f"the check raised {out.kind}, not an AssertionError with a message: {out.error}"
+    if not re.search(m.cause, out.error, re.S):
+        return f"the message does not match {m.cause!r}: {out.error}"
+    return None
