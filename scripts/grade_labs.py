@@ -28,6 +28,14 @@ from mutations import runner  # noqa: E402
 
 from cudalearn import reference  # noqa: E402
 
+#: how `runner.verdict` words each way an entry can misbehave
+KINDS = (
+    ("wrong_kept_points", "a wrong answer kept points"),
+    ("cause_not_named", "graded message does not match"),
+    ("valid_lost_points", "a valid answer lost points"),
+    ("other_exercises_lost_points", "other exercises lost points"),
+)
+
 
 def grade_lab(lab: str, jobs: int) -> dict:
     """The solution's grade and each corpus entry's verdict for one lab."""
@@ -43,8 +51,9 @@ def grade_lab(lab: str, jobs: int) -> dict:
         "solution_tests": {t.test_id: [t.status, t.message[:500]] for t in sol.tests},
         "wrong": sum(not m.is_valid for m in entries),
         "valid": sum(m.is_valid for m in entries),
-        "wrong_kept_points": sorted(n for m in entries if not m.is_valid and (n := m.name) and verdicts[n]),
-        "valid_lost_points": sorted(n for m in entries if m.is_valid and (n := m.name) and verdicts[n]),
+        **{
+            kind: sorted(n for n, v in verdicts.items() if v and v.startswith(start)) for kind, start in KINDS
+        },
         "problems": {n: v for n, v in verdicts.items() if v},
         "seconds": round(time.time() - t0, 1),
     }
@@ -64,7 +73,9 @@ def main() -> int:
         bad += (r["solution"].split("/")[0] != r["solution"].split("/")[1]) + len(r["problems"])
         print(
             f"   solution {r['solution']}; {r['wrong']} wrong answers, {len(r['wrong_kept_points'])} kept "
-            f"points; {r['valid']} valid, {len(r['valid_lost_points'])} lost points; {r['seconds']} s",
+            f"points, {len(r['cause_not_named'])} with a message not naming the cause; {r['valid']} valid, "
+            f"{len(r['valid_lost_points'])} lost points; "
+            f"{len(r['other_exercises_lost_points'])} cost another exercise's points; {r['seconds']} s",
             flush=True,
         )
         for name, problem in r["problems"].items():

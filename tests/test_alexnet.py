@@ -197,7 +197,8 @@ def test_jpeg_crops_are_random_windows_and_reproducible():
 
 
 def _exchange_bytes(cfg, batch, size=4):
-    return sum(f + b for f, b in alexnet.exchange_bytes(cfg, batch, size).values())
+    values = sum(int(np.prod(cfg.input_shape(name))) for name in cfg.exchange) + cfg.classes // 2
+    return 2 * batch * values * size
 
 
 def test_check_exchange_bytes_accepts_the_answer_and_explains_mistakes():
@@ -206,11 +207,20 @@ def test_check_exchange_bytes_accepts_the_answer_and_explains_mistakes():
         exercises.check_exchange_bytes(lambda *a: (_ for _ in ()).throw(NotImplementedError()))
     with pytest.raises(AssertionError, match="backward pass"):
         exercises.check_exchange_bytes(lambda c, b, s=4: _exchange_bytes(c, b, s) // 2)
-    fixed = AlexNetConfig.original()
-    with pytest.raises(AssertionError, match="exchange="):  # hard-coded to the 2012 pattern
+    with pytest.raises(AssertionError, match="2012 exchange layers"):  # hard-coded to the 2012 pattern
         exercises.check_exchange_bytes(
-            lambda c, b, s=4: _exchange_bytes(fixed, b, s), cases=[(fixed.replace(exchange=()), 2, 4)]
+            lambda c, b, s=4: _exchange_bytes(c.replace(exchange=EXCHANGE_2012), b, s)
         )
+    with pytest.raises(AssertionError, match="4-byte elements"):
+        exercises.check_exchange_bytes(lambda c, b, s=4: _exchange_bytes(c, b, 4))
+    with pytest.raises(AssertionError, match="numpy.int64"):
+        exercises.check_exchange_bytes(lambda c, b, s=4: np.int64(_exchange_bytes(c, b, s)))
+    with pytest.raises(AssertionError, match="a float"):
+        exercises.check_exchange_bytes(lambda c, b, s=4: float(_exchange_bytes(c, b, s)))
+    from cudalearn.nn.alexnet import exchange_bytes as bound  # a binding the check cannot replace
+
+    with pytest.raises(AssertionError, match="called alexnet.exchange_bytes"):
+        exercises.check_exchange_bytes(lambda c, b, s=4: sum(f + g for f, g in bound(c, b, s).values()))
 
 
 def _split_forward(net, x):
@@ -227,6 +237,8 @@ def test_check_split_forward_accepts_the_answer_and_catches_shortcuts():
     exercises.check_split_forward(_split_forward, AlexNetConfig.small(exchange=()), batch=2)
     with pytest.raises(AssertionError, match="net.stage and net.send"):
         exercises.check_split_forward(lambda net, x: net(x))
+    with pytest.raises(AssertionError, match="net.stage and net.send"):
+        exercises.check_split_forward(lambda net, x: TwoColumnAlexNet.forward(net, x))
 
     def sends_too_much(net, x):
         for name in alexnet.LAYERS[1:]:
@@ -240,10 +252,27 @@ def test_check_split_forward_accepts_the_answer_and_catches_shortcuts():
         net.cfg = net.cfg.replace(exchange=EXCHANGE_2012)
         return _split_forward(net, x)
 
-    with pytest.raises(AssertionError):
-        exercises.check_split_forward(fixed_2012, AlexNetConfig.small(exchange=EXCHANGE_EVERY))
+    with pytest.raises(AssertionError, match=r"exchanges at \('conv2', 'fc7'\)"):
+        exercises.check_split_forward(fixed_2012)
     with pytest.raises(AssertionError, match="not done yet"):
         exercises.check_split_forward(lambda net, x: None)
+    with pytest.raises(AssertionError, match="without a gradient"):
+        exercises.check_split_forward(lambda net, x: _split_forward(net, x).detach())
+
+
+def test_check_split_forward_sends_only_plain_data_across():
+    """Under `cudalearn grade` only data crosses: the experiment's result holds no model or config."""
+    got = exercises.models.split_experiment(_split_forward, AlexNetConfig.small(), 2, 0)
+    allowed = (str, int, float, bool, type(None), torch.Tensor)
+
+    def plain(v):
+        if isinstance(v, dict):
+            return all(isinstance(k, str) and plain(x) for k, x in v.items())
+        if isinstance(v, (list, tuple)):
+            return all(plain(x) for x in v)
+        return isinstance(v, allowed)
+
+    assert plain(got), got.keys()
 
 
 def test_check_step_memory():
@@ -258,3 +287,7 @@ def test_check_step_memory():
         exercises.check_step_memory(lambda n, o, s=4: {**answer(n, o, s), "optimizer": n * s})
     with pytest.raises(AssertionError, match="keys"):
         exercises.check_step_memory(lambda n, o, s=4: {"weights": n * s})
+    with pytest.raises(AssertionError, match="a float"):
+        exercises.check_step_memory(lambda n, o, s=4: {k: v * 1.0 for k, v in answer(n, o, s).items()})
+    with pytest.raises(AssertionError, match=r"here 2\)"):
+        exercises.check_step_memory(lambda n, o, s=4: answer(n, o, 4))

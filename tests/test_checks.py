@@ -70,7 +70,7 @@ def test_unfinished_kernel_says_not_done():
 
 
 def test_missing_guard_names_the_fix():
-    with pytest.raises(AssertionError, match=r"outside an array.*if i < out.shape\[0\]"):
+    with pytest.raises(AssertionError, match=r"(?s)outside an array.*partial block.*if i < a.shape\[0\]"):
         exercises.check_vector_add(add_no_guard)
 
 
@@ -82,13 +82,13 @@ def test_shift_is_reported_with_element_and_values():
     assert "shifted by one" in msg
 
 
-def test_grid_ignoring_blocks_is_reported_as_unwritten_elements():
-    with pytest.raises(AssertionError, match="never written.*grid too small"):
+def test_index_ignoring_blocks_is_reported_as_a_race_between_blocks():
+    with pytest.raises(AssertionError, match="race.*block.*ignores the block"):
         exercises.check_vector_add(add_first_block_only)
 
 
 def test_swapped_indices_hint_at_the_transpose():
-    with pytest.raises(AssertionError, match="transpose"):
+    with pytest.raises(AssertionError, match="row and column swapped|transpose"):
         exercises.check_matmul(matmul_swapped, sizes=[(16, 16, 16)])
 
 
@@ -124,12 +124,3 @@ def test_check_function_turns_not_implemented_into_not_done():
     with pytest.raises(AssertionError, match=r"f\(3\)` is 4, expected 3"):
         checks.check_function(lambda n: n + 1, [((3,), 3)], name="f")
     checks.check_function(lambda n: n, [((3,), 3), ((5,), 5)], name="f")
-
-
-def test_guard_zones_catch_writes_past_the_end():
-    flat = checks._guarded(np.zeros(5, np.float32))
-    assert checks._overwritten(flat[: checks.GUARD]) == 0
-    flat[checks.GUARD + 5] = 1.0  # one element past the end
-    assert checks._overwritten(flat[checks.GUARD + 5 :]) == 1
-    ints = checks._guarded(np.zeros(3, np.int32))
-    assert checks._overwritten(ints[: checks.GUARD]) == 0

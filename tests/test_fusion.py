@@ -352,6 +352,25 @@ def stores_twice(X, W, b, Y):
 
 
 @cuda.jit
+def accumulates_into_y(X, W, b, Y):
+    col, row = cuda.grid(2)
+    if row < Y.shape[0] and col < Y.shape[1]:
+        for k in range(X.shape[1]):
+            Y[row, col] += X[row, k] * W[k, col]
+        Y[row, col] = max(Y[row, col] + b[col], float32(0.0))
+
+
+@cuda.jit
+def backward_reads_a_in_loop(dZ, WT, A, dA):
+    col, row = cuda.grid(2)
+    if row < dA.shape[0] and col < dA.shape[1]:
+        acc = float32(0.0)
+        for j in range(dZ.shape[1]):
+            acc += dZ[row, j] * WT[j, col] * (A[row, col] > float32(0.0))
+        dA[row, col] = acc
+
+
+@cuda.jit
 def backward_swapped(dZ, WT, A, dA):
     row, col = cuda.grid(2)  # x along the rows: uncoalesced
     if row < dA.shape[0] and col < dA.shape[1]:
@@ -391,11 +410,13 @@ def test_lab_checks_catch_wrong_fused_kernels():
         exercises.check_linear_relu(no_relu, TILE, sizes=[(9, 5, 7)])
     with pytest.raises(AssertionError, match="race"):
         exercises.check_linear_relu(one_barrier, TILE, sizes=[(8, 8, 8)])
-    exercises.check_linear_relu(
-        stores_twice, TILE, sizes=[(9, 5, 7)]
-    )  # right result: the visible check passes
+    # right result, but the tracer counts two stores and a read of each output
+    with pytest.raises(AssertionError, match=r"stored Y\[0, 0\] 2 times .* and read 1 times"):
+        exercises.check_linear_relu(stores_twice, TILE, sizes=[(9, 5, 7)])
     with pytest.raises(AssertionError, match="stores each output once"):
         exercises.check_linear_relu_stores_once(stores_twice, TILE)
+    with pytest.raises(AssertionError, match=r"reads `Y` before writing it .* not zeroed"):
+        exercises.check_linear_relu(accumulates_into_y, TILE, sizes=[(9, 5, 7)])
 
 
 def test_lab_checks_catch_wrong_layer_forwards():
@@ -433,6 +454,11 @@ def test_lab_checks_catch_wrong_layer_forwards():
 def test_lab_checks_catch_uncoalesced_backward_and_wrong_bytes():
     with pytest.raises(AssertionError, match="sectors of 32 bytes on average"):
         exercises.check_backward_input(backward_swapped, sizes=[(5, 3, 7)])  # right result, uncoalesced
+    with pytest.raises(AssertionError, match="A` is read 8.0 times as often as needed"):
+        exercises.check_backward_coalesced(backward_reads_a_in_loop)
+    assert exercises.fusion._backward_ideal_sectors(64, 8, 64) == 128 * (8 * 5 + 4)
     with pytest.raises(AssertionError, match="epilogue_bytes"):
         exercises.check_epilogue_bytes(lambda m, n, f: (4 if f else 12) * m * n)
+    with pytest.raises(AssertionError, match="a float, where a Python int is asked for"):
+        exercises.check_epilogue_bytes(lambda m, n, f: (8.0 if f else 24.0) * m * n)
     assert math.isclose(exercises.fusion.MAX_SECTORS_PER_LOAD, 4.0)

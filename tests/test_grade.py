@@ -90,9 +90,10 @@ def test_feedback_says_why_in_the_checks_own_words(graded):
     fb = {p.stem: p.read_text() for p in (out / "feedback" / "00-fixture").glob("*.md")}
     assert set(fb) == set(plants.PLANTS)
     assert "Total: 1 of 3 points." in fb["unguarded"]
-    # the message of checks.run_kernel, word for word, for a kernel without its guard
-    assert "your kernel indexed outside an array" in fb["unguarded"]
-    assert "Guard the threads of the last partial block" in fb["unguarded"]
+    # the message of checks.run_kernel, word for word, for a kernel without its guard: the tracer's memcheck
+    assert "your kernel indexed outside an array (found by the tracer)" in fb["unguarded"]
+    assert "surplus threads of the last, partial block" in fb["unguarded"]
+    assert "Did you guard the last partial block (if i < x.shape[0]: ...)?" in fb["unguarded"]
     assert fb["untouched"].count(checks.NOT_DONE) == 2
     assert "round the division up" in fb["monkeypatch"]  # the hint of exercises.check_blocks_for
     assert "time limit" in fb["loop-in-function"] and "endless loop" in fb["loop-at-top"]

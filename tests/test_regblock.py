@@ -120,7 +120,8 @@ THREADS = (BM // TM) * (BN // TN)
 
 
 def _lab_kernel(variant):
-    """A lab-6 kernel: 'solution', 'unblocked' (reads shared memory per multiply-add) or 'stub'."""
+    """A lab-6 kernel: 'solution', 'unblocked' (a shared read per multiply-add), 'stub', 'adds-into-C'
+    (accumulates in C, not zeroed) or 'stores-per-tile' (stores acc into C after every tile)."""
 
     @cuda.jit
     def matmul_regblock(A, B, C):
@@ -145,7 +146,7 @@ def _lab_kernel(variant):
                 sB[r, c] = B[k0 + r, col0 + c] if k0 + r < K and col0 + c < N else float32(0.0)
             cuda.syncthreads()
             for k in range(BK):
-                if variant == "solution":
+                if variant in ("solution", "stores-per-tile"):
                     for i in range(TM):
                         a[i] = sA[ty * TM + i, k]
                     for j in range(TN):
@@ -157,8 +158,20 @@ def _lab_kernel(variant):
                     for i in range(TM):
                         for j in range(TN):
                             acc[i, j] += sA[ty * TM + i, k] * sB[k, tx * TN + j]
+                elif variant == "adds-into-C":
+                    for i in range(TM):
+                        for j in range(TN):
+                            if row0 + ty * TM + i < M and col0 + tx * TN + j < N:
+                                C[row0 + ty * TM + i, col0 + tx * TN + j] += (
+                                    sA[ty * TM + i, k] * sB[k, tx * TN + j]
+                                )
+            if variant == "stores-per-tile":
+                for i in range(TM):
+                    for j in range(TN):
+                        if row0 + ty * TM + i < M and col0 + tx * TN + j < N:
+                            C[row0 + ty * TM + i, col0 + tx * TN + j] = acc[i, j]
             cuda.syncthreads()
-        if variant != "stub":
+        if variant in ("solution", "unblocked"):
             for i in range(TM):
                 for j in range(TN):
                     if row0 + ty * TM + i < M and col0 + tx * TN + j < N:
@@ -173,6 +186,10 @@ def test_lab_regblock_check_passes_the_solution_and_names_what_is_wrong():
         exercises.check_regblock_matmul(_lab_kernel("stub"), BM, BN, BK, TM, TN)
     with pytest.raises(AssertionError, match="reads shared memory 32 times per step along k"):
         exercises.check_regblock_matmul(_lab_kernel("unblocked"), BM, BN, BK, TM, TN)
+    with pytest.raises(AssertionError, match="adds into C"):
+        exercises.check_regblock_matmul(_lab_kernel("adds-into-C"), BM, BN, BK, TM, TN)
+    with pytest.raises(AssertionError, match="stores each element of C 2 times"):
+        exercises.check_regblock_matmul(_lab_kernel("stores-per-tile"), BM, BN, BK, TM, TN)
 
 
 def test_lab_function_checks():
@@ -192,6 +209,14 @@ def test_lab_function_checks():
     )
     with pytest.raises(AssertionError, match=r"autocast_dtype\(\(7, 5\)\)"):
         exercises.check_autocast_dtype(lambda cc: torch.bfloat16 if cc >= (7, 0) else None)
+    with pytest.raises(AssertionError, match=r"1 of 14 .*autocast_dtype\(\(7, 0\)\) is None"):
+        exercises.check_autocast_dtype(
+            lambda cc: torch.bfloat16 if cc >= (8, 0) else torch.float16 if cc >= (7, 2) else None
+        )
+    with pytest.raises(AssertionError, match=r"autocast_dtype\(\(12, 0\)\)"):
+        exercises.check_autocast_dtype(
+            lambda cc: torch.bfloat16 if (8, 0) <= cc < (10, 0) else torch.float16 if cc >= (7, 0) else None
+        )
 
 
 @pytest.mark.parametrize(

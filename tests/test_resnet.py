@@ -144,3 +144,47 @@ def test_lab8_checks_catch_mistakes():
         exercises.check_input_gradient(lambda b, x, g: _input_gradient(b, x, g) - g)
     with pytest.raises(AssertionError, match="upside down"):
         exercises.check_first_to_last(lambda *a: 1 / _first_to_last(*a), _Block)
+
+
+def test_lab8_checks_catch_what_the_numbers_hide():
+    """Right numbers, wrong way: autograd doing the + 1, a missing zero_grad, a detached skip, a tensor."""
+
+    def autograd_plus_one(branch, x, g):
+        xr = x.detach().clone().requires_grad_(True)
+        return torch.autograd.grad(branch(xr) + xr, xr, grad_outputs=g)[0]
+
+    def no_zero_grad(net, X, y):
+        layers = [m for m in net.modules() if isinstance(m, nn.Linear)]
+        nn.functional.cross_entropy(net(X), y).backward()
+        return (layers[0].weight.grad.norm() / layers[-1].weight.grad.norm()).item()
+
+    class DetachedSkip(_Block):
+        def forward(self, x):
+            return x.detach() + self.fc2(torch.relu(self.fc1(x)))
+
+    for case in ("mlp", "zero"):
+        with pytest.raises(AssertionError, match=r"autograd added the\s+`\+ 1`"):
+            exercises.check_input_gradient(autograd_plus_one, cases=[case])
+    with pytest.raises(AssertionError, match="zero_grad"):
+        exercises.check_first_to_last(no_zero_grad, _Block, blocks=2, width=8)
+    with pytest.raises(AssertionError, match="Python float"):
+        exercises.check_first_to_last(lambda *a: torch.tensor(_first_to_last(*a)), _Block, blocks=2, width=8)
+    with pytest.raises(AssertionError, match=r"misses its \+1 term"):
+        exercises.check_residual_block(DetachedSkip)
+
+
+def test_lab8_experiments_return_only_data():
+    """What crosses back from the student's process under `cudalearn grade`: tensors, numbers, strings."""
+    from cudalearn.exercises import architectures as arch
+
+    def plain(v):
+        if isinstance(v, dict):
+            return all(isinstance(k, str) and plain(x) for k, x in v.items())
+        if isinstance(v, (list, tuple)):
+            return all(plain(x) for x in v)
+        return v is None or isinstance(v, (bool, int, float, str, torch.Tensor))
+
+    assert plain(arch.block_experiment(_Block, 4, (2,), 0))
+    assert plain(arch.input_gradient_experiment(_input_gradient, "conv", 3))
+    assert plain(arch.small_ratio_experiment(_first_to_last, 0))
+    assert plain(arch.deep_ratio_experiment(_first_to_last, _Block, 2, 4, 0))

@@ -198,7 +198,86 @@ def test_lab3_check_passes_on_the_solution_and_fails_on_planted_errors():
 
 def test_lab3_small_checks():
     exercises.check_global_bytes_tiled(lambda n, tile: 8 * n**3 // tile)
-    assert "tile" in failure(exercises.check_global_bytes_tiled, lambda n, tile: 8 * n**3)
+    exercises.check_global_bytes_tiled(lambda n, tile: np.int64(8 * n**3 // tile))  # an int, from numpy
+    naive = failure(exercises.check_global_bytes_tiled, lambda n, tile: 8 * n**3)
+    assert "naive kernel's traffic" in naive and "tile" in naive, naive
+    as_float = failure(exercises.check_global_bytes_tiled, lambda n, tile: 8 * n**3 / tile)
+    assert "a float" in as_float and "an int" in as_float, as_float
+    assert "not bytes" in failure(exercises.check_global_bytes_tiled, lambda n, tile: 2 * n**3 // tile)
+    # a value no listed mistake gives gets the general hint
+    assert "(n / tile)**2 blocks" in failure(exercises.check_global_bytes_tiled, lambda n, tile: 7)
+
+
+@cuda.jit
+def matmul_tiled_store_in_loop(A, B, C):
+    """A right tiled product (TILE = 16) that writes C after every tile step: more stores than outputs."""
+    sA = cuda.shared.array((16, 16), float32)
+    sB = cuda.shared.array((16, 16), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * 16 + ty
+    col = cuda.blockIdx.x * 16 + tx
+    K = A.shape[1]
+    acc = float32(0.0)
+    for t in range((K + 15) // 16):
+        a = float32(0.0)
+        if row < A.shape[0] and t * 16 + tx < K:
+            a = A[row, t * 16 + tx]
+        b = float32(0.0)
+        if t * 16 + ty < K and col < B.shape[1]:
+            b = B[t * 16 + ty, col]
+        sA[ty, tx] = a
+        sB[ty, tx] = b
+        cuda.syncthreads()
+        for k in range(16):
+            acc += sA[ty, k] * sB[k, tx]
+        cuda.syncthreads()
+        if row < C.shape[0] and col < C.shape[1]:
+            C[row, col] = acc
+
+
+@cuda.jit
+def matmul_tiled_drops_last_tile(A, B, C):
+    """The tiled product (TILE = 16) over K // 16 tiles: wrong exactly when k is not a multiple of 16."""
+    sA = cuda.shared.array((16, 16), float32)
+    sB = cuda.shared.array((16, 16), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * 16 + ty
+    col = cuda.blockIdx.x * 16 + tx
+    acc = float32(0.0)
+    for t in range(A.shape[1] // 16):
+        a = float32(0.0)
+        if row < A.shape[0]:
+            a = A[row, t * 16 + tx]
+        b = float32(0.0)
+        if col < B.shape[1]:
+            b = B[t * 16 + ty, col]
+        sA[ty, tx] = a
+        sB[ty, tx] = b
+        cuda.syncthreads()
+        for k in range(16):
+            acc += sA[ty, k] * sB[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def matmul_accumulates_in_c(A, B, C):
+    """A naive product that adds into C: right only when C starts zeroed."""
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        for k in range(A.shape[1]):
+            C[row, col] += A[row, k] * B[k, col]
+
+
+def test_lab3_check_names_the_cause_of_planted_errors():
+    stores = failure(exercises.check_matmul_tiled, matmul_tiled_store_in_loop, 16)
+    assert "more than once" in stores and "after the tile loop" in stores, stores
+    last = failure(exercises.check_matmul_tiled, matmul_tiled_drops_last_tile, 16)
+    assert "k is a multiple of TILE" in last and "(K + TILE - 1) // TILE" in last, last
+    assert "reads C before writing it" in failure(exercises.check_matmul_tiled, matmul_accumulates_in_c, 16)
 
 
 def test_lab4_transpose_check():
@@ -216,7 +295,13 @@ def test_lab4_matmul_check():
     assert "bank conflicts" in conflict and "sBt[tx, k]" in conflict and "TILE + 1" in conflict, conflict
     assert checks.NOT_DONE in failure(exercises.check_matmul_no_conflict, unfinished, 32)
     exercises.check_bank_of(lambda row, col, width: (row * width + col) % 32)
-    assert "bank_of" in failure(exercises.check_bank_of, lambda row, col, width: col % 32)
+    assert "every row were 32 words" in failure(exercises.check_bank_of, lambda row, col, width: col % 32)
+    assert "column-major" in failure(
+        exercises.check_bank_of, lambda row, col, width: (col * width + row) % 32
+    )
+    assert "an int" in failure(exercises.check_bank_of, lambda row, col, width: (row * width + col) % 32.0)
+    untransposed = failure(exercises.check_matmul_no_conflict, tiled.matmul_tiled32, 32)
+    assert "no longer keeps the B tile transposed" in untransposed, untransposed
 
 
 # --- the benchmark script ---

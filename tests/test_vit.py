@@ -173,3 +173,33 @@ def test_lab9_checks_pass_on_solutions_and_catch_stubs():
             check(not_done)
     with pytest.raises(AssertionError, match="one of the two products"):
         exercises.check_attention_flops(lambda i, p, d: 2 * (i // p) ** 4 * d)
+
+
+def test_lab9_checks_catch_bias_and_types():
+    """A bias the conv lacks (random or zero), a float FLOP count, a kernel reading swapped patches."""
+
+    def zero_bias(conv):
+        lin = vit.linear_from_conv(conv)
+        if lin.bias is None:
+            lin = nn.Linear(lin.in_features, lin.out_features)
+            with torch.no_grad():
+                lin.weight.copy_(conv.weight.flatten(1))
+                lin.bias.zero_()
+        return lin
+
+    with pytest.raises(AssertionError, match="all zeros"):
+        exercises.check_patch_embedding(zero_bias, cases=[(1, 4, 4, 8, 2, False)])
+    with pytest.raises(AssertionError, match="Python int"):
+        exercises.check_attention_flops(lambda i, p, d: 4.0 * (i // p) ** 4 * d)
+
+    @cuda.jit
+    def column_major(img, out, p):
+        e, n, b = cuda.grid(3)
+        if b < out.shape[0] and n < out.shape[1] and e < out.shape[2]:
+            rows = img.shape[2] // p
+            i, j = n % rows, n // rows
+            c, r, s = e // (p * p), (e // p) % p, e % p
+            out[b, n, e] = img[b, c, i * p + r, j * p + s]
+
+    with pytest.raises(AssertionError, match="column by column"):
+        exercises.check_patchify(column_major)

@@ -22,7 +22,6 @@ NOT_DONE = (
     "the exercise is not done yet: replace the `# YOUR CODE HERE` lines "
     "(and the `pass` or `raise NotImplementedError()` below them) with your code."
 )
-GUARD = 64  # elements of guard zone on each side of an array on the GPU
 
 
 def _to_numpy(x: Any) -> Any:
@@ -165,13 +164,50 @@ def check_close(
     )
 
 
-def check_equal(actual: Any, expected: Any, *, name: str, hint: str = "") -> None:
-    """Raise unless a scalar or tuple answer equals the expected one exactly (all labs)."""
+def _type_name(x: Any) -> str:
+    """'float', 'numpy.float64', 'list': the type of a student's answer as a message names it."""
+    t = type(x)
+    return t.__name__ if t.__module__ in ("builtins", "student") else f"{t.__module__}.{t.__name__}"
+
+
+def _type_problem(actual: Any, expected: Any) -> str | None:
+    """Why `actual` is not of `expected`'s type (an int for an int, a tuple for a tuple), or None."""
+    if isinstance(expected, int) and not isinstance(expected, bool):
+        if isinstance(actual, int) and not isinstance(actual, bool):
+            return None
+        return f"is {actual!r}, a {_type_name(actual)}, where a Python int is asked for"
+    if isinstance(expected, tuple):
+        if not isinstance(actual, tuple):
+            return f"is {actual!r}, a {_type_name(actual)}, where a tuple is asked for"
+        for i, (a, e) in enumerate(zip(actual, expected, strict=False)):
+            if (why := _type_problem(a, e)) is not None:
+                return f"has item {i} that {why}"
+    return None
+
+
+def check_equal(actual: Any, expected: Any, *, name: str, hint: str = "", exact_types: bool = False) -> None:
+    """Raise unless a scalar or tuple answer equals the expected one exactly (all labs).
+
+    With `exact_types`, an int must also be a Python int (not 3.0, np.float64 or np.int64) and a tuple a
+    tuple of such (labs 0-2: launch configurations, counts).
+    """
     if actual is None:
         raise AssertionError(f"`{name}` is None: {NOT_DONE}")
-    if actual != expected:
+    why = _type_problem(actual, expected) if exact_types else None
+    if actual != expected and not (why and _same_items(actual, expected)):
         raise AssertionError(
             f"`{name}` is {actual!r}, expected {expected!r}." + (f" Hint: {hint}" if hint else "")
+        )
+    if why is not None:
+        fix = (
+            "return a tuple, e.g. `return (x, y)`."
+            if isinstance(expected, tuple) and not isinstance(actual, tuple)
+            else "integer arithmetic (+, *, //) on ints gives a Python int; `/`, math.floor of a float, "
+            "np.ceil and NumPy reductions give floats or NumPy scalars (int(...) converts, but compute it "
+            "with // so nothing is rounded)."
+        )
+        raise AssertionError(
+            f"`{name}` {why}: the value is right but the type is not (expected {expected!r}). Hint: {fix}"
         )
 
 
@@ -184,78 +220,93 @@ def _arg_names(kernel: Any, n: int) -> list[str]:
     return (names + [f"arg{i}" for i in range(len(names), n)])[:n]
 
 
-def _guarded(a: np.ndarray) -> np.ndarray:
-    """A flat copy of `a` with GUARD elements of a known value on each side."""
-    flat = np.full(a.size + 2 * GUARD, sentinel(a.dtype), dtype=a.dtype)
-    flat[GUARD : GUARD + a.size] = a.ravel()
-    return flat
+def _out_of_bounds(e: IndexError, kernel: Any = None, griddim: Any = None, blockdim: Any = None, args=()):
+    """The AssertionError for an out-of-bounds access: the tracer's memcheck report when it can replay it.
 
+    Given the launch, it is re-run under `cudalearn.trace` (when small enough) on the original `args`, to
+    name the array, index, shape, thread, block and line; otherwise the simulator's message is used.
+    """
+    from cudalearn.trace import TraceOutOfBounds, trace
+    from cudalearn.trace.model import MAX_THREADS, dim3
 
-def _overwritten(zone: np.ndarray) -> int:
-    """How many elements of a guard zone no longer hold the guard value."""
-    return int((~_is_sentinel(zone)).sum())
-
-
-def _out_of_bounds(e: IndexError) -> AssertionError:
+    if kernel is not None:
+        try:
+            threads = math.prod(dim3(griddim, "griddim")) * math.prod(dim3(blockdim, "blockdim"))
+            if threads <= MAX_THREADS:
+                trace(kernel, griddim, blockdim, *args)
+        except TraceOutOfBounds as found:
+            return AssertionError(f"your kernel indexed outside an array (found by the tracer): {found}")
+        except Exception:  # noqa: BLE001 - the replay is best effort (untraceable kernel): fall back below
+            pass
     return AssertionError(
         f"your kernel indexed outside an array: {e}. Guard the threads of the last "
         f"partial block (e.g. `if i < out.shape[0]:`) so no thread reads or writes past the end."
     )
 
 
-def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any) -> list[Any]:
+def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any, float32_only: bool = True) -> list[Any]:
     """Launch a student's kernel on copies of `args`; return the host copies after the launch (all labs).
 
-    Numpy array arguments are copied to the device (on a GPU inside guard
-    zones that catch writes past either end) and back. An out-of-bounds
-    access becomes an AssertionError that names the argument and the fix.
+    First the kernel is compiled for a T4 (sm_75) with these arguments' types
+    (`cudalearn.ptx.check_kernel`): a kernel the real compiler rejects, or that
+    computes in float64 on float32 data (unless `float32_only=False`), fails
+    here even under the simulator. Numpy array arguments are copied to the
+    device (on a GPU inside guard zones that catch writes past either end)
+    and back. An out-of-bounds access becomes an AssertionError that names
+    the argument and the fix.
     """
     from numba import cuda
 
-    from cudalearn import device
+    from cudalearn import device, ptx
 
     names = _arg_names(kernel, len(args))
+    ptx.check_kernel(kernel, args, float32_only=float32_only, names=names)
     if device.mode() == "sim":
         host = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
         try:
             kernel[griddim, blockdim](*host)
-        except IndexError as e:
-            raise _out_of_bounds(e) from None
+        except IndexError as e:  # the simulator names neither thread nor line: replay under the tracer
+            raise _out_of_bounds(e, kernel, griddim, blockdim, args) from None
         return host
-    bufs, dev_args = {}, []
-    for i, a in enumerate(args):
-        if isinstance(a, np.ndarray):
-            flat = _guarded(np.ascontiguousarray(a))
-            d = cuda.to_device(flat)
-            bufs[i] = (d, a.shape, a.size)
-            dev_args.append(d[GUARD : GUARD + a.size].reshape(a.shape))
-        else:
-            dev_args.append(a)
+    from cudalearn.guard import Guarded
+
+    bufs = {i: Guarded(a) for i, a in enumerate(args) if isinstance(a, np.ndarray)}
+    dev_args = [bufs[i].view if i in bufs else a for i, a in enumerate(args)]
     from numba.cuda.cudadrv.driver import CudaAPIError
 
+    launch = (kernel, griddim, blockdim, args)
     try:
         kernel[griddim, blockdim](*dev_args)
         cuda.synchronize()
-    except IndexError as e:
-        raise _out_of_bounds(e) from None
-    except CudaAPIError as e:  # e.g. an illegal address, which kills the CUDA context
+    except IndexError as e:  # the grader's sandbox found its guard zones written
+        raise _out_of_bounds(e, *launch) from None
+    except Exception as e:  # an illegal address kills the CUDA context (under the grader: its process)
+        if not isinstance(e, CudaAPIError) and "CUDA_ERROR_ILLEGAL_ADDRESS" not in str(e):
+            raise
+        found = _out_of_bounds(e, *launch)
+        where = (
+            f" {found}"
+            if "found by the tracer" in str(found)
+            else " This is usually an access far outside an array."
+        )
         raise AssertionError(
-            f"your kernel crashed on the GPU: {type(e).__name__}: {e}. This is usually an access "
-            f"far outside an array. Restart the notebook's kernel (the GPU context is lost), then "
-            f"guard every index (e.g. `if i < out.shape[0]:`)."
+            f"your kernel crashed on the GPU: {type(e).__name__}: {e}.{where} Restart the notebook's kernel "
+            f"(the GPU context is lost), then guard every index (e.g. `if i < out.shape[0]:`)."
         ) from None
     out = list(args)
-    for i, (d, shape, n) in bufs.items():
-        flat = d.copy_to_host()
-        before, after = _overwritten(flat[:GUARD]), _overwritten(flat[GUARD + n :])
+    for i, g in bufs.items():
+        before, after = g.overwritten()
         if before or after:
             where = "past the end" if after else "before the start"
+            found = _out_of_bounds(IndexError(""), *launch)  # the tracer names the access when it can
+            if "found by the tracer" in str(found):
+                raise found
             raise AssertionError(
-                f"your kernel wrote {where} of `{names[i]}` (shape {shape}): {max(before, after)} "
+                f"your kernel wrote {where} of `{names[i]}` (shape {g.shape}): {max(before, after)} "
                 f"element(s) outside the array were overwritten. Guard the last partial block "
                 f"(e.g. `if i < {names[i]}.shape[0]:`) and check the index arithmetic."
             )
-        out[i] = flat[GUARD : GUARD + n].reshape(shape)
+        out[i] = g.result()
     return out
 
 
@@ -272,25 +323,91 @@ def call_student(fn: Callable[..., Any], name: str, *args: Any) -> Any:
         raise AssertionError(f"`{name}` raised NotImplementedError: {NOT_DONE}") from None
 
 
+def student_side(experiment: Callable[..., Any], student: Any, *args: Any, **kwargs: Any) -> Any:
+    """experiment(student, *args, **kwargs) where `student` lives; only plain data comes back (labs 7-9).
+
+    In a notebook that is a plain call. Under `cudalearn grade` the student's function or class lives
+    in a confined process and reaches the checks as a handle, so the part of a check that needs it live
+    (a class to instantiate, a module to differentiate through, objects the instructor built) is such an
+    `experiment`: a module-level function of a cudalearn module, run in the student's process on objects
+    rebuilt there, returning numbers, strings, containers, numpy arrays or tensors (copies). The verdict
+    is then computed from that data, here, where no student code runs.
+    """
+    remote = getattr(student, "_cl_experiment", None)
+    if callable(remote):
+        return remote(experiment, args, kwargs)
+    return experiment(student, *args, **kwargs)
+
+
+def _same_answer(got: Any, expected: Any) -> bool:
+    """got == expected, a float to 1e-9 relative (a real number only: not None, a bool or a string)."""
+    if isinstance(expected, float):
+        real = isinstance(got, (int, float, np.integer, np.floating)) and not isinstance(got, bool)
+        return real and bool(np.isclose(got, expected, rtol=1e-9, atol=0))
+    try:
+        return bool(got == expected)
+    except (TypeError, ValueError):  # e.g. an array compared with a tuple
+        return False
+
+
+def _same_items(got: Any, expected: Any) -> bool:
+    """A list or tuple whose items are the expected tuple's (its type is then check_equal's business)."""
+    return (
+        isinstance(expected, tuple)
+        and isinstance(got, (list, tuple))
+        and len(got) == len(expected)
+        and all(_same_answer(g, e) for g, e in zip(got, expected, strict=True))
+    )
+
+
 def check_function(
-    fn: Callable[..., Any], cases: Sequence[tuple[tuple, Any]], *, name: str, hint: str = ""
+    fn: Callable[..., Any],
+    cases: Sequence[tuple[tuple, Any]],
+    *,
+    name: str,
+    hint: str = "",
+    mistakes: Sequence[tuple[Callable[..., Any], str]] = (),
+    exact_types: bool = False,
 ) -> None:
-    """Raise unless fn(*args) == expected (floats to 1e-9 relative) for each (args, expected) (labs 0-1)."""
-    for args, expected in cases:
+    """Raise unless fn(*args) == expected (floats to 1e-9 relative) for each (args, expected) (labs 0-1).
+
+    `mistakes` are (formula, hint) pairs of usual wrong answers: when fn's answers are a formula's values
+    (on every case, else on the first wrong one), the message gives that formula's hint instead of
+    `hint`. `exact_types` is check_equal's: an int must be a Python int, a tuple a tuple of them.
+    """
+    answers = [(args, expected, call_student(fn, name, *args)) for args, expected in cases]
+    everywhere = [h for f, h in mistakes if all(_same_answer(got, f(*args)) for args, _, got in answers)]
+    for args, expected, got in answers:
         call = f"{name}({', '.join(map(repr, args))})"
-        got = call_student(fn, name, *args)
-        if isinstance(expected, float) and got is not None and np.isclose(got, expected, rtol=1e-9, atol=0):
+        if got is not None and (_same_answer(got, expected) or exact_types and _same_items(got, expected)):
+            if exact_types:
+                check_equal(got, expected, name=call, hint=hint, exact_types=True)
             continue
-        check_equal(got, expected, name=call, hint=hint)
+        here = [h for f, h in mistakes if _same_answer(got, f(*args))]
+        why = (everywhere or here or [hint])[0]
+        if isinstance(expected, float) and got is not None:
+            raise AssertionError(
+                f"`{call}` is {got!r}, expected {expected!r}." + (f" Hint: {why}" if why else "")
+            )
+        check_equal(got, expected, name=call, hint=why)
 
 
-def trace_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any):
-    """`cudalearn.trace.trace`, with a student-facing message when the kernel cannot be traced (labs 3-6)."""
+def trace_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any, sanitize: bool = True):
+    """`cudalearn.trace.trace`, with student-facing messages when the kernel cannot be traced (labs 3-6).
+
+    sanitize: also raise on the tracer's synccheck and initcheck findings (a barrier some threads
+    return before or skip; a shared read of an element the block never wrote), naming the barrier,
+    the return, the array element and the lines, with the fix. Races are left to the caller's check.
+    """
     from cudalearn.trace import TraceError, TraceOutOfBounds, trace
 
     try:
-        return trace(kernel, griddim, blockdim, *args)
+        report = trace(kernel, griddim, blockdim, *args)
     except TraceOutOfBounds as e:
         raise AssertionError(f"the tracer found an access outside an array: {e}") from None
     except TraceError as e:
         raise AssertionError(f"the tracer could not run your kernel: {e}") from None
+    problem = report.sanitizer_message() if sanitize else ""
+    if problem:
+        raise AssertionError(problem)
+    return report

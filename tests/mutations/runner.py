@@ -160,12 +160,27 @@ def grade_all(lab: str, mutations: list[Mutation], workdir: Path, jobs: int = 2,
     return {r.student: r for r in results}
 
 
+def uses(plan: lab_mod.Lab, later: lab_mod.Exercise, earlier: lab_mod.Exercise) -> bool:
+    """Whether exercise `later`'s answer calls what `earlier` defines (so a wrong `earlier` may fail it)."""
+    import ast
+
+    names = {n.id for n in ast.walk(ast.parse(_strip_markers(later.cell.source))) if isinstance(n, ast.Name)}
+    return later.number > earlier.number and bool(names & set(earlier.names))
+
+
 def verdict(plan: lab_mod.Lab, m: Mutation, result) -> str | None:
-    """None when a graded result is what m must get, else what is wrong."""
-    number = exercise_of(plan, m.exercise).number
+    """None when a graded result is what m must get, else what is wrong.
+
+    Only m's exercise may lose points, and an exercise whose own answer uses what m's defines (the
+    student's exercise 2 calling their exercise 1 genuinely fails with it).
+    """
+    ex = exercise_of(plan, m.exercise)
+    number = ex.number
     mine = [t for t in result.tests if t.exercise == number]
     others = [t for t in result.tests if t.exercise != number]
-    lost = [t for t in others if t.points < t.max_points]
+    lost = [
+        t for t in others if t.points < t.max_points and not uses(plan, plan.exercises[t.exercise - 1], ex)
+    ]
     if lost:
         return f"other exercises lost points: {[(t.test_id, t.status, t.message[:300]) for t in lost]}"
     if m.is_valid:

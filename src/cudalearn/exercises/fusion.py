@@ -1,13 +1,21 @@
 """Checks of lab 5 (fusion and a shallow network), built on `checks`, the tracer and a launch counter.
 
 * `check_linear_relu`: a fused, tiled Y = relu(X @ W + b) kernel; results
-  first (so an unfinished kernel says "not done yet"), then the tracer:
-  no race, and (hidden tests) each output stored to global memory once;
+  first (a wrong one is explained: race, barrier, accumulation into the
+  unzeroed Y, a known wrong formula), then the tracer: no race, and each
+  output stored to global memory once and never read back (`_accesses`
+  counts the tracer's loads and stores of each array, per element);
 * `check_layer_forward`: the host function that runs the layer makes
   exactly one launch, of the student's kernel, and copies nothing to the
-  host (`cudalearn.nn.mlp.count_launches` counts every Numba launch);
+  host (`cudalearn.counting.observe` counts every Numba launch and
+  copy_to_host; under `cudalearn grade` the sandbox counts them the same
+  way where the student's code runs and the judge replays them here). A
+  wrong kernel costs exercise 1's points, not this one's: when the values
+  are wrong, the student's kernel is run on a correct launch, and if it is
+  wrong there too the values are its fault;
 * `check_backward_input`: dA = (dZ @ WT) * (A > 0) with the pre-transposed
-  weights; results, then the tracer: every warp load coalesced;
+  weights; results, then the tracer: every warp load coalesced and no more
+  sectors than a coalesced kernel needs;
 * `check_epilogue_bytes`: the bytes the fusion saves, counted by hand.
 
 Sizes stay small under the simulator; the tracer runs on the CPU in both modes.
@@ -15,9 +23,12 @@ Sizes stay small under the simulator; the tracer runs on the CPU in both modes.
 
 from __future__ import annotations
 
+import linecache
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,13 +36,145 @@ import numpy as np
 from cudalearn import checks, device
 
 MAX_SECTORS_PER_LOAD = 4.0  # 32 lanes x 4 bytes = 128 bytes = 4 sectors of 32 bytes: a coalesced load
+MAX_EXTRA_SECTORS = 1.25  # backward_input may touch 25% more sectors than the coalesced minimum
+UNZEROED = (
+    "reads `{name}` before writing it ({where}): `{name}` is not zeroed before the launch (a new "
+    "cuda.device_array holds whatever was in memory; the check fills it with NaN), so a kernel that "
+    "accumulates into it (`{name}[row, col] += ...`) adds to garbage. Hint: accumulate in a register, "
+    "acc = float32(0.0), and store `{name}[row, col]` once at the end."
+)
 
 
 def _rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-_trace = checks.trace_kernel
+@dataclass
+class _ArrayAccesses:
+    """The tracer's loads and stores of one global array, per element, with the lines that made them."""
+
+    name: str
+    loads: np.ndarray
+    stores: np.ndarray
+    early_reads: int = 0  # loads of an element not yet stored by the launch
+    first_early: str = ""  # the line of the first of them
+    lines: Counter = field(default_factory=Counter)  # (kind, line number, source) -> accesses
+
+    def where(self, kind: int) -> str:
+        """'line 21: `Y[row, col] = acc`' for each line making accesses of `kind` (0 load, 1 store)."""
+        found = sorted((ln, src, n) for (k, ln, src), n in self.lines.items() if k == kind)
+        return ", ".join(f"line {ln}: `{src}`" for ln, src, _ in found)
+
+
+@contextmanager
+def _accesses():
+    """{argument position: _ArrayAccesses} of the global arrays of the traces run inside the block (lab 5).
+
+    It wraps the tracer's per-access hook (`Recorder.access`) for the duration of the block; arguments
+    must all be arrays (the tracer numbers global allocations in argument order).
+    """
+    from cudalearn.trace.memory import Recorder
+    from cudalearn.trace.model import LOAD
+
+    seen: dict[int, _ArrayAccesses] = {}
+    original = Recorder.access
+
+    def access(rec, alloc, off, kind, frame, atomic, *rest):
+        if not alloc.shared:
+            acc = seen.get(alloc.id)
+            if acc is None:
+                size = int(np.prod(alloc.shape))
+                acc = seen[alloc.id] = _ArrayAccesses(alloc.name, np.zeros(size, int), np.zeros(size, int))
+            i = off // alloc.itemsize
+            line = frame.f_lineno
+            src = linecache.getline(frame.f_code.co_filename, line).strip()
+            if kind == LOAD:
+                if not acc.stores[i]:
+                    acc.early_reads += 1
+                    acc.first_early = acc.first_early or f"line {line}: `{src}`"
+                acc.loads[i] += 1
+            else:
+                acc.stores[i] += 1
+            acc.lines[(0 if kind == LOAD else 1, line, src)] += 1
+        return original(rec, alloc, off, kind, frame, atomic, *rest)
+
+    Recorder.access = access
+    try:
+        yield seen
+    finally:
+        Recorder.access = original
+
+
+def _trace(kernel: Any, griddim: Any, blockdim: Any, *args: Any):
+    """(report, {position: _ArrayAccesses}) of a traced launch; findings raise (`checks.trace_kernel`)."""
+    with _accesses() as seen:
+        report = checks.trace_kernel(kernel, griddim, blockdim, *args)
+    return report, seen
+
+
+def _race_message(report) -> str:
+    """The tracer's first race, with the fix of a tiled kernel's two barriers."""
+    return (
+        f"the tracer found {report.race_count} race(s) in your kernel. The first: {report.races[0]}. "
+        "Hint: every thread must finish writing a tile before any thread reads it (a "
+        "cuda.syncthreads() after the loads), and finish reading it before it is overwritten "
+        "(a second cuda.syncthreads() at the end of the loop body)."
+    )
+
+
+def _check_output_accesses(seen: dict, out: int, shape: tuple[int, int], inputs: Sequence[str]) -> None:
+    """Raise unless argument `out` was stored once an element and never read, and no input was written."""
+    for pos, name in enumerate(inputs):
+        if pos in seen and seen[pos].stores.any():
+            raise AssertionError(
+                f"your kernel wrote into its input `{name}` ({seen[pos].where(1)}): write only "
+                f"`{seen[out].name if out in seen else 'the output'}`."
+            )
+    acc = seen.get(out)
+    if acc is None or not acc.stores.any():
+        raise AssertionError(f"the traced launch stored nothing into the output: {checks.NOT_DONE}")
+    name = acc.name
+    if acc.early_reads:
+        raise AssertionError("your kernel " + UNZEROED.format(name=name, where=acc.first_early))
+    i = int(np.argmax(acc.stores + acc.loads))
+    idx = checks._fmt_index(np.unravel_index(i, shape))
+    if acc.stores.max() > 1 or acc.loads.any():
+        reads = f" and read {acc.loads[i]} times ({acc.where(0)})" if acc.loads.any() else ""
+        raise AssertionError(
+            f"your kernel stored {name}{idx} {acc.stores[i]} times ({acc.where(1)}){reads}. The fused "
+            f"epilogue stores each output once and never reads it back: keep the sum, the bias and the "
+            f"ReLU in a register, `{name}[row, col] = max(acc + b[col], float32(0.0))`, after the tile loop."
+        )
+    unwritten = int((acc.stores == 0).sum())
+    if unwritten:
+        first = checks._fmt_index(np.unravel_index(int(np.argmin(acc.stores)), shape))
+        raise AssertionError(
+            f"your kernel never stored {unwritten} element(s) of {name} (first {name}{first}): every output "
+            f"is stored once, by the thread (x, y) of `cuda.grid(2)` on {name}[y, x]."
+        )
+
+
+def _explain_wrong(
+    err: AssertionError, kernel: Any, trace_args: tuple, out: int, hint: str = ""
+) -> AssertionError:
+    """A wrong result's message, with its cause from a traced small launch when the tracer finds one.
+
+    trace_args: (griddim, blockdim, *arrays) of a small launch of the same kernel. A race, a barrier
+    error, an uninitialized shared read or a read of the unzeroed output names the cause; else `hint`
+    (a known wrong formula) is appended, and an empty result stays "not done yet".
+    """
+    report, seen = _trace(kernel, *trace_args)  # raises on barrier errors and uninitialized reads
+    if report.race_count:
+        return AssertionError(_race_message(report))
+    acc = seen.get(out)
+    if acc is not None and acc.early_reads:
+        return AssertionError("your kernel " + UNZEROED.format(name=acc.name, where=acc.first_early))
+    if not hint:
+        return AssertionError(str(err))
+    return AssertionError(f"{str(err).replace(_GENERIC_HINT, '')}\nHint: {hint}")
+
+
+_GENERIC_HINT = " Hint: compare your indexing with the NumPy spec on a small example, element by element."
 
 
 def _layer_problem(rng: np.random.Generator, m: int, k: int, n: int):
@@ -49,6 +192,7 @@ def _forward_spec(X, W, b) -> np.ndarray:
 def _forward_hint(got: np.ndarray, X, W, b, tol: dict) -> str:
     """A hint when the result is a well-known wrong variant of relu(X @ W + b), else ''."""
     Z = X.astype(np.float64) @ W
+    m, n = Z.shape
     variants = [
         (Z + b, "it is X @ W + b without the ReLU: clamp at zero, max(v, float32(0.0)), before the store."),
         (np.maximum(Z, 0), "it is relu(X @ W), the bias is missing: add b[col] before the ReLU."),
@@ -56,8 +200,16 @@ def _forward_hint(got: np.ndarray, X, W, b, tol: dict) -> str:
             np.maximum(Z, 0) + b,
             "the bias was added after the ReLU: relu(acc + b[col]), not relu(acc) + b[col].",
         ),
+        (np.maximum(Z + 2 * b, 0), "the bias was added twice: add b[col] once, in the epilogue."),
         (Z, "it is X @ W alone: add b[col], then apply the ReLU, before the store."),
     ]
+    if m <= n:
+        variants.append(
+            (
+                np.maximum(Z + b[:m, None], 0),
+                "the bias is added along the rows, b[row]: the bias belongs to the output column, b[col].",
+            )
+        )
     with np.errstate(invalid="ignore"):
         for value, hint in variants:
             if np.allclose(got, value.astype(np.float32), **tol):
@@ -69,82 +221,52 @@ def _grid(m: int, n: int, tile: int) -> tuple[tuple[int, int], tuple[int, int]]:
     return (math.ceil(n / tile), math.ceil(m / tile)), (tile, tile)
 
 
+def _small_layer(tile: int, seed: int, size: tuple[int, int, int] | None = None):
+    """(m, k, n), X, W, b of the traced launch: two row and column tiles, three tile steps along k."""
+    m, k, n = size or (2 * tile, 2 * tile + 3, 2 * tile)
+    return (m, k, n), *_layer_problem(_rng(seed), m, k, n)
+
+
 def check_linear_relu(
     kernel: Any, tile: int, sizes: Sequence[tuple[int, int, int]] | None = None, seed: int = 5
 ) -> None:
     """Lab 5: Y = relu(X @ W + b) in one tiled kernel, (tile, tile) blocks; sizes (m, k, n) off the tile grid.
 
-    Checks the results first, then traces the kernel on the CPU: a race
-    (a missing syncthreads) fails the check even when the result came out right.
+    Checks the results first (a wrong one explained by a traced small launch), then traces the
+    kernel on the CPU: a race (a missing syncthreads) fails the check even when the result came out
+    right, and so does an epilogue that stores an output twice or reads it back.
     """
     rng = _rng(seed)
     if sizes is None:
         sizes = (
             [(tile, tile, tile), (13, 20, 9)] if device.mode() == "sim" else [(64, 64, 64), (257, 100, 31)]
         )
+    (sm, sk, sn), sX, sW, sb = _small_layer(tile, seed)
+    small = (*_grid(sm, sn, tile), sX, sW, sb, checks.empty_output((sm, sn)))
     for m, k, n in sizes:
         X, W, b = _layer_problem(rng, m, k, n)
         griddim, blockdim = _grid(m, n, tile)
         got = checks.run_kernel(kernel, griddim, blockdim, X, W, b, checks.empty_output((m, n)))[3]
         tol = checks.matmul_tol(k)
-        expected = _forward_spec(X, W, b)
         try:
-            checks.check_close(got, expected, name=f"Y (m, k, n = {m}, {k}, {n})", **tol)
+            checks.check_close(got, _forward_spec(X, W, b), name=f"Y (m, k, n = {m}, {k}, {n})", **tol)
         except AssertionError as err:
             hint = "" if checks.NOT_DONE in str(err) else _forward_hint(got, X, W, b, tol)
-            raise AssertionError(f"{err}\nHint: {hint}" if hint else str(err)) from None
-    m, k, n = 2 * tile, 2 * tile + 3, 2 * tile
-    X, W, b = _layer_problem(rng, m, k, n)
-    report = _trace(kernel, *_grid(m, n, tile), X, W, b, np.zeros((m, n), np.float32))
+            raise _explain_wrong(err, kernel, small, 3, hint) from None
+    report, seen = _trace(kernel, *small)
     if report.race_count:
-        raise AssertionError(
-            f"the tracer found {report.race_count} race(s) in your kernel. The first: {report.races[0]}. "
-            "Hint: every thread must finish writing a tile before any thread reads it (a "
-            "cuda.syncthreads() after the loads), and finish reading it before it is overwritten "
-            "(a second cuda.syncthreads() at the end of the loop body)."
-        )
+        raise AssertionError(_race_message(report))
+    _check_output_accesses(seen, 3, (sm, sn), ("X", "W", "b"))
 
 
 def check_linear_relu_stores_once(kernel: Any, tile: int, size: tuple[int, int, int] | None = None) -> None:
-    """Lab 5 (hidden): the fused kernel stores each output to global memory once, and nothing else.
-
-    n must be a multiple of 8 (whole 32-byte sectors per row).
-    """
-    m, k, n = size or (2 * tile, 3 * tile, 2 * tile)
-    X, W, b = _layer_problem(_rng(6), m, k, n)
-    report = _trace(kernel, *_grid(m, n, tile), X, W, b, np.zeros((m, n), np.float32))
-    checks.check_close(report.outputs[3], _forward_spec(X, W, b), name="Y (traced)", atol=1e-4 * math.sqrt(k))
-    stored, ideal = 32 * report.global_store_sectors, 4 * m * n
-    if stored != ideal:
-        raise AssertionError(
-            f"your kernel stored {stored:,} bytes to global memory for a ({m}, {n}) float32 output of "
-            f"{ideal:,} bytes. A fused kernel keeps the sum, the bias and the ReLU in a register and "
-            f"stores each output once: no partial sums or intermediate values in global memory."
-        )
-    for i, (before, after) in enumerate(zip((X, W, b), report.outputs[:3], strict=True)):
-        if not np.array_equal(before, after):
-            raise AssertionError(f"your kernel wrote into its input {('X', 'W', 'b')[i]}: write only Y.")
-
-
-@contextmanager
-def _count_host_copies():
-    """Count device-to-host copies (copy_to_host) inside the block, in both modes."""
-    seen = [0]
-    if device.mode() == "sim":
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as cls
-    else:
-        from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase as cls
-    original = cls.copy_to_host
-
-    def counted(self, *args, **kwargs):
-        seen[0] += 1
-        return original(self, *args, **kwargs)
-
-    cls.copy_to_host = counted
-    try:
-        yield seen
-    finally:
-        cls.copy_to_host = original
+    """Lab 5 (hidden): traced on (m, k, n), no race; each output stored once, never read; inputs unwritten."""
+    (m, k, n), X, W, b = _small_layer(tile, 6, size or (2 * tile, 3 * tile, 2 * tile))
+    report, seen = _trace(kernel, *_grid(m, n, tile), X, W, b, checks.empty_output((m, n)))
+    if report.race_count:
+        raise AssertionError(_race_message(report))
+    _check_output_accesses(seen, 3, (m, n), ("X", "W", "b"))
+    checks.check_close(report.outputs[3], _forward_spec(X, W, b), name="Y (traced)", **checks.matmul_tol(k))
 
 
 def check_layer_forward(
@@ -152,48 +274,85 @@ def check_layer_forward(
     kernel: Any,
     sizes: Sequence[tuple[int, int, int]] | None = None,
     seed: int = 7,
+    tile: int | None = None,
 ) -> None:
     """Lab 5: layer_forward(X, W, b) on device arrays returns relu(X @ W + b) on the device, in ONE launch.
 
     Every Numba launch made inside the call is counted (the check wraps
     the launch machinery, not your kernel object); it must be exactly one
-    launch, of `kernel`, and no copy to the host.
+    launch, of `kernel`, and no copy to the host. Given `tile` (the
+    kernel's TILE), wrong values are blamed on the launch only when
+    `kernel` itself is right on a (tile, tile)-block launch that covers Y.
     """
     from numba import cuda
 
-    from cudalearn.nn.mlp import count_launches
+    from cudalearn import counting
 
     rng = _rng(seed)
     name = getattr(kernel, "__name__", None)  # a dispatcher's, a simulated kernel's or a grader handle's
     for m, k, n in sizes or ([(5, 12, 9), (16, 8, 17)] if device.mode() == "sim" else [(300, 70, 129)]):
         X, W, b = _layer_problem(rng, m, k, n)
         dX, dW, db = cuda.to_device(X), cuda.to_device(W), cuda.to_device(b)
-        with count_launches() as launches, _count_host_copies() as copies:
+        with counting.observe() as seen:
             Y = checks.call_student(layer_forward, "layer_forward", dX, dW, db)
-        if copies[0]:
+        if seen.copies:
             raise AssertionError(
-                f"`layer_forward` copied {copies[0]} array(s) to the host. Everything stays on the GPU: "
+                f"`layer_forward` copied {seen.copies} array(s) to the host. Everything stays on the GPU: "
                 f"launch your kernel on the device arrays it receives and return the device array Y."
             )
-        if launches.count != 1 or (name and launches.names[0] != name):
-            what = str(launches) if launches.count else "no Numba kernel launch"
+        if len(seen.launches) != 1 or (name and seen.launches[0] != name):
+            what = (
+                f"{len(seen.launches)} launches: {', '.join(seen.launches)}"
+                if seen.launches
+                else "no Numba kernel launch"
+            )
             raise AssertionError(
                 f"`layer_forward` made {what}, for (m, k, n) = ({m}, {k}, {n}); the fused layer is "
                 f"exactly one launch of `{name or 'your kernel'}`: matmul, bias and ReLU all happen in it."
             )
         if Y is None:
-            raise AssertionError(f"`layer_forward` returned None: {checks.NOT_DONE} (return Y)")
+            raise AssertionError(
+                "`layer_forward` launched your kernel but returned None: return the device array Y "
+                "the kernel wrote (`return Y`)."
+            )
         if not hasattr(Y, "copy_to_host"):
             raise AssertionError(
                 f"`layer_forward` returned a {type(Y).__name__}: return the device array your kernel "
                 f"wrote (cuda.device_array), not a host copy."
             )
-        checks.check_close(
-            Y.copy_to_host(),
-            _forward_spec(X, W, b),
-            name=f"Y (m, k, n = {m}, {k}, {n})",
-            atol=1e-4 * math.sqrt(k),
-        )
+        try:
+            checks.check_close(
+                Y.copy_to_host(),
+                _forward_spec(X, W, b),
+                name=f"Y (m, k, n = {m}, {k}, {n})",
+                **checks.matmul_tol(k),
+            )
+        except AssertionError as err:
+            if "shape" in str(err) or "dtype" in str(err):
+                raise
+            if tile is not None and not _kernel_is_right(kernel, tile, X, W, b):
+                continue  # exercise 1's kernel is wrong, and its check says why: the launch was checked above
+            raise AssertionError(
+                f"{str(err).replace(_GENERIC_HINT, '')}\nThe kernel passes check_linear_relu, so look at "
+                f"the launch: Y comes from cuda.device_array, which is not zeroed, and an element no block "
+                f"covers keeps garbage. "
+                f"Hint: the grid must cover Y's {n} columns along x and its {m} rows along y, rounding up: "
+                f"grid = (math.ceil(n / TILE), math.ceil(m / TILE)) blocks of (TILE, TILE) threads."
+            ) from None
+
+
+def _kernel_is_right(kernel: Any, tile: int, X: np.ndarray, W: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the fused kernel gives relu(X @ W + b) on a launch of (tile, tile) blocks that covers Y.
+
+    Y starts as the sentinel, as an uninitialised cuda.device_array may: a kernel that adds into Y is wrong.
+    """
+    (m, k), n = X.shape, W.shape[1]
+    grid = (math.ceil(n / tile), math.ceil(m / tile))
+    try:
+        Y = checks.run_kernel(kernel, grid, (tile, tile), X, W, b, checks.empty_output((m, n)))[3]
+    except AssertionError:
+        return False  # it does not compile, or it indexes outside an array
+    return bool(np.allclose(Y, _forward_spec(X, W, b), **checks.matmul_tol(k)))
 
 
 def _backward_problem(rng: np.random.Generator, m: int, n: int, k: int):
@@ -208,6 +367,33 @@ def _backward_spec(dZ, WT, A) -> np.ndarray:
     return ((dZ.astype(np.float64) @ WT) * (A > 0)).astype(np.float32)
 
 
+def _backward_hint(got: np.ndarray, dZ, WT, A, tol: dict) -> str:
+    """A hint when dA is a well-known wrong variant of (dZ @ WT) * (A > 0), else ''."""
+    G = dZ.astype(np.float64) @ WT
+    variants = [
+        (
+            G,
+            "it is dZ @ WT without the ReLU's mask: multiply by (A > 0), i.e. store 0 where "
+            "A[row, col] <= 0.",
+        ),
+        (
+            np.maximum(G, 0),
+            "it is masked by the sign of the sum: the mask is the forward's, A > 0 "
+            "(A[row, col] > float32(0.0)), not the gradient's sign.",
+        ),
+        (
+            G * A,
+            "it is (dZ @ WT) * A: the ReLU's derivative is 1 where A > 0 and 0 elsewhere, a mask "
+            "(A > 0), not A.",
+        ),
+    ]
+    with np.errstate(invalid="ignore"):
+        for value, hint in variants:
+            if np.allclose(got, value.astype(np.float32), **tol):
+                return hint
+    return ""
+
+
 def check_backward_input(
     kernel: Any,
     block: tuple[int, int] | None = None,
@@ -218,7 +404,8 @@ def check_backward_input(
 
     Sizes are (m, n, k): dZ (m, n), WT (n, k), A and dA (m, k). The traced
     launch has warps of 32 neighbouring x; every global load of a warp
-    must touch at most 4 sectors on average (128 bytes: coalesced).
+    must touch at most 4 sectors on average (128 bytes: coalesced), and all
+    loads together at most MAX_EXTRA_SECTORS times a coalesced kernel's.
     """
     rng = _rng(seed)
     block = block or ((8, 8) if device.mode() == "sim" else (16, 16))
@@ -228,39 +415,53 @@ def check_backward_input(
         dZ, _, WT, A = _backward_problem(rng, m, n, k)
         grid = (math.ceil(k / block[0]), math.ceil(m / block[1]))
         got = checks.run_kernel(kernel, grid, block, dZ, WT, A, checks.empty_output((m, k)))[3]
+        tol = {"rtol": 1e-4, "atol": 1e-4 * math.sqrt(n)}
         try:
             checks.check_close(
                 got,
                 _backward_spec(dZ, WT, A),
                 name=f"dA (m, n, k = {m}, {n}, {k})",
-                rtol=1e-4,
-                atol=1e-4 * math.sqrt(n),
-                block=(block[1], block[0]),
+                **tol,
             )
         except AssertionError as err:
-            if checks.NOT_DONE in str(err):
-                raise
-            raise AssertionError(
-                f"{err}\nThe launch has ceil(k / {block[0]}) blocks along x and ceil(m / {block[1]}) "
-                f"along y: thread (x, y) must compute dA[y, x] (col, row = cuda.grid(2)); a kernel "
-                f"that takes its row from x leaves part of dA unwritten."
-            ) from None
+            hint = "" if checks.NOT_DONE in str(err) else _backward_hint(got, dZ, WT, A, tol)
+            if not hint and np.isnan(got).any():
+                hint = (
+                    f"the launch has ceil(k / {block[0]}) blocks along x and ceil(m / {block[1]}) along y: "
+                    f"thread (x, y) must compute dA[y, x] (col, row = cuda.grid(2)); a kernel that takes "
+                    f"its row from x leaves part of dA unwritten."
+                )
+            sm, sn, sk = 5, 3, 7
+            sdZ, _, sWT, sA = _backward_problem(_rng(seed), sm, sn, sk)
+            small = ((1, 1), (8, 8), sdZ, sWT, sA, checks.empty_output((sm, sk)))
+            raise _explain_wrong(err, kernel, small, 3, hint) from None
     check_backward_coalesced(kernel)
 
 
-def check_backward_coalesced(kernel: Any, size: tuple[int, int, int] = (64, 8, 64)) -> None:
-    """Lab 5: traced with warps of 32 neighbouring x, every load line averages <= 4 sectors a request.
+def _backward_ideal_sectors(m: int, n: int, k: int) -> int:
+    """Global load sectors of a coalesced backward_input, warps of 32 neighbouring x, k a multiple of 32.
 
-    size (m, n, k): with m = k the grid covers dA whichever of x and y a
+    Each warp reads dZ[row, j] for j < n (one float32: 1 sector each), the row WT[j, col..col+31]
+    (128 bytes: 4 sectors each) and A[row, col..col+31] once (4 sectors).
+    """
+    return (m * k // 32) * (n * (1 + 4) + 4)
+
+
+def check_backward_coalesced(kernel: Any, size: tuple[int, int, int] = (64, 8, 64)) -> None:
+    """Lab 5: traced, warps of 32 neighbouring x: each load line <= 4 sectors a request, few in all.
+
+    size (m, n, k), k a multiple of 32: with m = k the grid covers dA whichever of x and y a
     kernel takes for the columns, so a swapped kernel gets its result right
     and is caught by its sector count.
     """
     m, n, k = size
     dZ, _, WT, A = _backward_problem(_rng(9), m, n, k)
     block = (32, 2)
-    report = _trace(
-        kernel, (math.ceil(k / 32), math.ceil(m / 2)), block, dZ, WT, A, np.zeros((m, k), np.float32)
+    report, seen = _trace(
+        kernel, (math.ceil(k / 32), math.ceil(m / 2)), block, dZ, WT, A, checks.empty_output((m, k))
     )
+    if 3 in seen and seen[3].early_reads:
+        raise AssertionError("your kernel " + UNZEROED.format(name=seen[3].name, where=seen[3].first_early))
     checks.check_close(
         report.outputs[3], _backward_spec(dZ, WT, A), name="dA (traced)", atol=1e-4 * math.sqrt(n)
     )
@@ -276,6 +477,25 @@ def check_backward_coalesced(kernel: Any, size: tuple[int, int, int] = (64, 8, 6
                     f"far apart. Hint: take col from x (col, row = cuda.grid(2)) so that a warp reads a row "
                     f"of WT, WT[j, col], and the same dZ[row, j] (a broadcast)."
                 )
+    ideal = _backward_ideal_sectors(m, n, k)
+    got = report.global_load_sectors
+    if got > MAX_EXTRA_SECTORS * ideal:
+        needs = {"dZ": m * k * n, "WT": m * k * n, "A": m * k}  # element loads: one per thread and term
+        names = {0: "dZ", 1: "WT", 2: "A"}
+        extra = [
+            (seen[p].loads.sum() / needs[a], a, seen[p].where(0))
+            for p, a in names.items()
+            if p in seen and seen[p].loads.sum() > needs[a]
+        ]
+        worst = max(extra) if extra else None
+        which = f" `{worst[1]}` is read {worst[0]:.1f} times as often as needed ({worst[2]})" if worst else ""
+        raise AssertionError(
+            f"traced on (m, n, k) = ({m}, {n}, {k}) with warps of 32 neighbouring x, your kernel's loads "
+            f"touch {got:,} sectors of 32 bytes; a coalesced kernel needs {ideal:,} (per warp: {n} reads "
+            f"of dZ[row, j], 1 sector each, {n} rows of WT, 4 sectors each, and A once, 4 sectors), and "
+            f"the check allows {MAX_EXTRA_SECTORS:g} times that.{which}. Hint: read each input once per "
+            f"thread and term: A[row, col] once, outside the loop over j."
+        )
 
 
 def check_epilogue_bytes(epilogue_bytes: Callable[[int, int, bool], int]) -> None:
@@ -291,4 +511,16 @@ def check_epilogue_bytes(epilogue_bytes: Callable[[int, int, bool], int]) -> Non
         hint="count per output element, 4 bytes for each float32 access: unfused, the matmul's store of Z, "
         "add_bias's two reads and its store, relu's read and its store; fused, the read of b[col] and the "
         "store of A.",
+        mistakes=[
+            (
+                lambda m, n, fused: 20 * m * n if not fused else None,
+                "unfused, that is 5 accesses an element: one is missing, the matmul's store of Z or "
+                "add_bias's read of b[col] (6 in all: store Z; read Z, read b[col], store; read, store A).",
+            ),
+            (
+                lambda m, n, fused: 4 * m * n if fused else None,
+                "fused, the epilogue also reads b[col] (4 bytes) before it stores A (4 bytes).",
+            ),
+        ],
+        exact_types=True,
     )

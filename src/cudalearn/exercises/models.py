@@ -1,21 +1,29 @@
 """Checks of lab 7 (AlexNet's two-GPU split), built on `checks` and the package's own models.
 
-Visible checks use the 2012 exchange pattern and float32; the hidden tests
-in the solution notebook call the same functions with other exchange
-patterns, activations, batch sizes and element sizes, so an answer that
-hard-codes the 2012 case or float32 is caught. Everything runs on the CPU
-in a few seconds (the two columns share the CPU when there is no GPU).
+Visible checks already use more than the 2012 case (another exchange
+pattern, 2-byte elements, a float16 network); the hidden tests in the
+solution notebook call the same functions with still other patterns,
+activations, batch sizes and element sizes, so an answer that hard-codes
+the 2012 network or float32 is caught. The student's functions run through
+`checks.student_side` experiments (module-level functions here), so under
+`cudalearn grade` the two-column network is built, run and differentiated
+in the student's process and only plain data (logits, gradients, byte
+counts) comes back; the unsplit reference is built here from the same
+configuration and seed. Everything runs on the CPU in a few seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cudalearn import checks
+from cudalearn import checks, device
 from cudalearn.nn import alexnet, memory
 from cudalearn.nn.alexnet import AlexNet, AlexNetConfig, TwoColumnAlexNet
 
@@ -24,64 +32,256 @@ def _call(fn: Callable, name: str, *args: Any, hint: str = "") -> Any:
     """fn(*args), with NotImplementedError turned into the "not done yet" message, errors into hints."""
     try:
         return checks.call_student(fn, name, *args)
-    except (RuntimeError, TypeError, KeyError, IndexError) as e:
+    except (RuntimeError, TypeError, KeyError, IndexError, ValueError) as e:
         if not hint:
             raise
         raise AssertionError(f"`{name}` raised {type(e).__name__}: {e}\nHint: {hint}") from None
+
+
+@contextlib.contextmanager
+def _watch(*functions: Callable) -> Iterator[list[str]]:
+    """Names of the given Python functions called in this thread inside the block, however they were bound."""
+    codes = {f.__code__: f.__qualname__ for f in functions}
+    seen: list[str] = []
+
+    def hook(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            seen.append(codes[frame.f_code])
+
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(previous)
+
+
+def _is_int(v: Any) -> bool:
+    """True for a Python int (not a bool, a float such as 3.0, or a NumPy integer)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _type_name(v: Any) -> str:
+    t = type(v)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__name__}"
+
+
+def _require_int(got: Any, name: str, hint: str) -> None:
+    """Raise unless `got` is a Python int, naming the type the student returned."""
+    if got is not None and not _is_int(got):
+        raise AssertionError(
+            f"`{name}` returned {got!r}, a {_type_name(got)}: the text asks for an int. Hint: {hint}"
+        )
+
+
+# Exercise 1: bytes across the bus ------------------------------------------------------------------
+
+
+def exchange_experiment(exchange_bytes: Callable, cfg: AlexNetConfig, batch: int, size: int | None) -> dict:
+    """Lab 7, in the student's process: exchange_bytes(cfg, batch, size), and the package calls it made.
+
+    size None calls exchange_bytes(cfg, batch), leaving bytes_per_element to its default.
+    """
+    args = (cfg, batch) if size is None else (cfg, batch, size)
+    with _watch(alexnet.exchange_bytes) as called:
+        got = _call(exchange_bytes, "exchange_bytes", *args)
+    return {"value": got, "called": sorted(set(called))}
+
+
+def _exchange_hint(got: Any, cfg: AlexNetConfig, batch: int, size: int) -> str:
+    """What the usual wrong answers to exchange_bytes look like, recognised from their value."""
+    per_layer = alexnet.exchange_bytes(cfg, batch, size)
+    total = sum(f + b for f, b in per_layer.values())
+    logits = sum(per_layer[alexnet.OUTPUT])
+    values = total // (2 * size)  # values that cross forward
+    if got == total // 2:
+        return "that is half: the gradients cross back in the backward pass, as many bytes as went forward."
+    if got == total - logits:
+        return (
+            "you left out the logits: column 1's half of the output is gathered on column 0's device "
+            "for the loss, and its gradient goes back."
+        )
+    if got == total // 2 - per_layer[alexnet.OUTPUT][0]:
+        return "count both directions and the logits gathered for the loss."
+    if size != 4 and got == 2 * values * 4:
+        return f"that is the answer for 4-byte elements: multiply by bytes_per_element (here {size})."
+    if cfg.exchange != alexnet.EXCHANGE_2012:
+        other = cfg.replace(exchange=alexnet.EXCHANGE_2012)
+        if got == sum(f + b for f, b in alexnet.exchange_bytes(other, batch, size).values()):
+            return (
+                f"that is the answer for the 2012 exchange layers {alexnet.EXCHANGE_2012}; this network "
+                f"exchanges at cfg.exchange = {cfg.exchange}: loop over cfg.exchange."
+            )
+    return (
+        "at each layer of cfg.exchange the whole input of the layer crosses once forward "
+        "(each column sends its half) and its gradient once backward; add the logits."
+    )
 
 
 def check_exchange_bytes(
     exchange_bytes: Callable[[AlexNetConfig, int, int], int],
     cases: Sequence[tuple[AlexNetConfig, int, int]] | None = None,
 ) -> None:
-    """Lab 7: exchange_bytes(cfg, batch, bytes_per_element) = bytes crossing between the columns per step."""
+    """Lab 7: exchange_bytes(cfg, batch, bytes_per_element) = bytes crossing between the columns per step.
+
+    Default cases: the 2012 network (batch 128, float32), the small one, the small one exchanging at
+    conv2 and fc7 with 2-byte elements. The answer must be an int and must not call
+    `alexnet.exchange_bytes` (the reference it is compared with).
+    """
     cases = cases or [
         (AlexNetConfig.original(), 128, 4),
         (AlexNetConfig.small(), 4, 4),
+        (AlexNetConfig.small(exchange=("conv2", "fc7")), 3, 2),
     ]
     for cfg, batch, size in cases:
-        per_layer = alexnet.exchange_bytes(cfg, batch, size)
-        expected = sum(f + b for f, b in per_layer.values())
-        got = _call(exchange_bytes, "exchange_bytes", cfg, batch, size)
         call = f"exchange_bytes(cfg with exchange={cfg.exchange}, batch={batch}, bytes_per_element={size})"
-        hint = ""
-        if got is not None and got == expected // 2:
-            hint = (
-                "that is half: the gradients cross back in the backward pass, as many bytes as went forward."
+        out = checks.student_side(exchange_experiment, exchange_bytes, cfg, batch, size)
+        if out["called"]:
+            raise AssertionError(
+                f"{call} called alexnet.exchange_bytes, the package's own answer, which the exercise "
+                f"asks you not to use. Hint: add up batch * prod(cfg.input_shape(name)) for each name in "
+                f"cfg.exchange, and the logits, yourself."
             )
-        elif got is not None and got == expected - sum(per_layer[alexnet.OUTPUT]):
-            hint = (
-                "you left out the logits: column 1's half of the output is gathered on column 0's device "
-                "for the loss, and its gradient goes back."
-            )
-        elif got is not None and got == expected // 2 - per_layer[alexnet.OUTPUT][0]:
-            hint = "count both directions and the logits gathered for the loss."
-        else:
-            hint = (
-                "at each layer of cfg.exchange the whole input of the layer crosses once forward "
-                "(each column sends its half) and its gradient once backward; add the logits."
-            )
+        got = out["value"]
+        _require_int(got, call, "count with integers: int(np.prod(...)) and cfg.classes // 2.")
+        expected = sum(f + b for f, b in alexnet.exchange_bytes(cfg, batch, size).values())
+        hint = _exchange_hint(got, cfg, batch, size) if got is not None and got != expected else ""
         checks.check_equal(got, expected, name=call, hint=hint)
+    cfg, batch = cases[0][:2]  # and once with bytes_per_element left out: float32's 4 bytes
+    try:
+        got = checks.student_side(exchange_experiment, exchange_bytes, cfg, batch, None)["value"]
+    except TypeError as e:
+        raise AssertionError(
+            f"exchange_bytes(cfg, {batch}) without bytes_per_element raised TypeError: {e}. Hint: the "
+            f"default is float32's 4 bytes: keep `bytes_per_element=4` in the signature."
+        ) from None
+    expected = sum(f + b for f, b in alexnet.exchange_bytes(cfg, batch, 4).values())
+    checks.check_equal(
+        got,
+        expected,
+        name=f"exchange_bytes(cfg, {batch}) without bytes_per_element",
+        hint="the default is float32's 4 bytes: keep `bytes_per_element=4` in the signature.",
+    )
 
 
-def _split_problem(cfg: AlexNetConfig, batch: int, seed: int):
+# Exercise 2: the split forward pass ----------------------------------------------------------------
+
+
+def _split_problem(cfg: AlexNetConfig, batch: int, seed: int) -> tuple[AlexNet, torch.Tensor, torch.Tensor]:
+    """The unsplit network (seeded, evaluation mode: no dropout), images and labels of one problem."""
     torch.manual_seed(seed)
-    net = AlexNet(cfg).eval()  # evaluation mode: no dropout, so both models compute the same function
-    two = TwoColumnAlexNet.from_unsplit(net)
+    net = AlexNet(cfg).eval()  # evaluation mode: both models compute the same function
     gen = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(batch, cfg.in_channels, cfg.image, cfg.image, generator=gen)
     y = torch.randint(0, cfg.classes, (batch,), generator=gen)
-    return net, two, x, y
+    return net, x, y
 
 
-def _forbid_forward(two: TwoColumnAlexNet) -> None:
-    def refuse(*args, **kwargs):
+def _split_hint(cfg: AlexNetConfig) -> str:
+    return (
+        f"this network exchanges at {cfg.exchange}: there each column's input is "
+        "torch.cat([column 0's tensor, column 1's tensor], dim=1) on its own device; at every "
+        "other layer a column keeps its own tensor. Read the exchange layers from net.cfg.exchange."
+    )
+
+
+def split_experiment(split_forward: Callable, cfg: AlexNetConfig, batch: int, seed: int) -> dict:
+    """Lab 7, where the student's code runs: split_forward on a two-column copy of the seeded network.
+
+    Returns plain data: the logits (detached), their device and requires_grad, the gradients of every
+    column tensor after a cross-entropy backward pass, the bytes counted per layer, and whether the
+    package's own forward pass was called.
+    """
+    net, x, y = _split_problem(cfg, batch, seed)
+    two = TwoColumnAlexNet.from_unsplit(net)
+    with device.one_torch_thread(), _watch(TwoColumnAlexNet.forward, AlexNet.forward) as called:
+        got = _call(split_forward, "split_forward", two, x, hint=_split_hint(cfg))
+    out: dict[str, Any] = {"forward_called": bool(called), "type": _type_name(got), "logits": None}
+    if not isinstance(got, torch.Tensor):
+        return out
+    out.update(
+        logits=got.detach().clone(),
+        device=str(got.device),
+        column0=str(two.devices[0]),
+        requires_grad=bool(got.requires_grad),
+    )
+    if got.requires_grad and tuple(got.shape) == (batch, cfg.classes):
+        with device.one_torch_thread():
+            F.cross_entropy(got, y).backward()
+    out["grads"] = {
+        k: None if g is None else g.detach().clone() for k, g in two.column_tensors(grad=True).items()
+    }
+    out["traffic"] = {k: [int(f), int(b)] for k, (f, b) in two.traffic.by_layer().items()}
+    return out
+
+
+def _logits_hint(got: torch.Tensor, expected: torch.Tensor, cfg: AlexNetConfig) -> str:
+    """Why split_forward's logits differ from the unsplit network's: halves swapped, or the layers."""
+    half = cfg.classes // 2
+    if got.shape == expected.shape and torch.allclose(got.roll(half, dims=1), expected, rtol=1e-4, atol=1e-5):
+        return (
+            "your logits are the right ones with the two halves swapped: column 0's output comes first, "
+            "then column 1's (sent to column 0 under alexnet.OUTPUT)."
+        )
+    return (
+        f"this network exchanges at {cfg.exchange}: at those layers each column's input is "
+        "torch.cat([column 0's tensor, column 1's tensor], dim=1) (in that order), elsewhere each column "
+        "keeps its own tensor; every layer runs net.stage(name, c, h[c]) for both columns."
+    )
+
+
+def _check_split_once(split_forward: Callable, cfg: AlexNetConfig, batch: int, seed: int) -> None:
+    """One problem of check_split_forward: logits, gradients and bytes against the unsplit network."""
+    got = checks.student_side(split_experiment, split_forward, cfg, batch, seed)
+    name = f"split_forward(net, x) with exchange={cfg.exchange}"
+    if got["forward_called"]:
         raise AssertionError(
-            "split_forward called net(x) (the package's own forward pass): write the loop over "
+            f"{name} called net(x) (the package's own forward pass): write the loop over "
             "the layers yourself, with net.stage and net.send."
         )
-
-    two.forward = refuse
+    if got["logits"] is None:
+        if got["type"] == "NoneType":
+            raise AssertionError(
+                f"`split_forward` returned None: {checks.NOT_DONE} (Did you `return` the logits?)"
+            )
+        raise AssertionError(
+            f"{name} returned a {got['type']}: return the logits, one torch tensor (N, classes)."
+        )
+    net, x, y = _split_problem(cfg, batch, seed)
+    expected = net(x)
+    if got["device"] != got["column0"]:
+        raise AssertionError(f"{name} returned logits on {got['device']}: gather them on column 0's device.")
+    try:
+        checks.check_close(got["logits"], expected.detach().numpy(), name=name, rtol=1e-4, atol=1e-5)
+    except AssertionError as e:  # the generic hint speaks of indexing: say what differs in this network
+        hint = _logits_hint(torch.as_tensor(np.asarray(got["logits"])), expected.detach(), cfg)
+        raise AssertionError(str(e).split(" Hint: ")[0] + " Hint: " + hint) from None
+    if not got["requires_grad"]:
+        raise AssertionError(
+            f"{name} returned logits without a gradient: did you detach them or use no_grad?"
+        )
+    F.cross_entropy(expected, y).backward()
+    for key, g in net.column_tensors(grad=True).items():
+        mine = got["grads"].get(key)
+        if mine is None:
+            raise AssertionError(f"the gradient of {key} is None: that layer was not used in split_forward.")
+        scale = float(g.abs().max()) or 1.0
+        checks.check_close(mine, g.numpy(), name=f"gradient of {key}", rtol=1e-4, atol=1e-5 * scale)
+    counted = {k: tuple(v) for k, v in got["traffic"].items()}
+    predicted = alexnet.exchange_bytes(cfg, batch)
+    if counted != predicted:
+        extra = sorted(set(counted) - set(predicted))
+        missing = sorted(set(predicted) - set(counted))
+        if extra:
+            hint = f"bytes were sent at layers that do not exchange: {extra}. "
+        elif missing:
+            hint = f"nothing was sent at {missing}: every tensor that changes column goes through net.send. "
+        else:
+            hint = "send each half once per exchange layer, and only the half the other column lacks. "
+        raise AssertionError(
+            f"{name}: the bytes that crossed between the columns, {counted}, differ from the "
+            f"prediction {predicted}. Hint: {hint}Use net.send(t, src, dst, layer) only when src != dst."
+        )
 
 
 def check_split_forward(
@@ -90,54 +290,50 @@ def check_split_forward(
     batch: int = 4,
     seed: int = 0,
 ) -> None:
-    """Lab 7: split_forward(net, x) gives the unsplit network's logits and gradients, bytes as predicted."""
-    cfg = cfg or AlexNetConfig.small()
-    net, two, x, y = _split_problem(cfg, batch, seed)
-    _forbid_forward(two)
-    got = _call(
-        split_forward,
-        "split_forward",
-        two,
-        x,
-        hint=(
-            f"this network exchanges at {cfg.exchange}: there each column's input is "
-            "torch.cat([column 0's tensor, column 1's tensor], dim=1) on its own device; at every "
-            "other layer a column keeps its own tensor. Read the exchange layers from net.cfg.exchange."
-        ),
+    """Lab 7: split_forward(net, x) gives the unsplit network's logits and gradients, bytes as predicted.
+
+    Without `cfg`: the small network with the 2012 exchange layers (batch 4), then exchanging at conv2
+    and fc7 (batch 3), so the exchange layers must be read from net.cfg.exchange.
+    """
+    problems = (
+        [(cfg, batch, seed)]
+        if cfg is not None
+        else [
+            (AlexNetConfig.small(), batch, seed),
+            (AlexNetConfig.small(exchange=("conv2", "fc7")), 3, seed + 1),
+        ]
     )
-    if got is None:
-        raise AssertionError(
-            f"`split_forward` returned None: {checks.NOT_DONE} (Did you `return` the logits?)"
-        )
-    expected = net(x)
-    name = f"split_forward(net, x) with exchange={cfg.exchange}"
-    if isinstance(got, torch.Tensor) and got.device != two.devices[0]:
-        raise AssertionError(f"{name} returned logits on {got.device}: gather them on column 0's device.")
-    checks.check_close(got, expected.detach().numpy(), name=name, rtol=1e-4, atol=1e-5)
-    if not got.requires_grad:
-        raise AssertionError(
-            f"{name} returned logits without a gradient: did you detach them or use no_grad?"
-        )
-    F.cross_entropy(got, y).backward()
-    F.cross_entropy(expected, y).backward()
-    ref, mine = net.column_tensors(grad=True), two.column_tensors(grad=True)
-    for key, g in ref.items():
-        if mine[key] is None:
-            raise AssertionError(f"the gradient of {key} is None: that layer was not used in split_forward.")
-        scale = float(g.abs().max()) or 1.0
-        checks.check_close(mine[key], g.numpy(), name=f"gradient of {key}", rtol=1e-4, atol=1e-5 * scale)
-    counted, predicted = two.traffic.by_layer(), alexnet.exchange_bytes(cfg, batch)
-    if counted != predicted:
-        extra = sorted(set(counted) - set(predicted))
-        hint = (
-            f"bytes were sent at layers that do not exchange: {extra}. "
-            if extra
-            else "send each half once per exchange layer, and only the half the other column lacks. "
-        )
-        raise AssertionError(
-            f"{name}: the bytes that crossed between the columns, {counted}, differ from the "
-            f"prediction {predicted}. Hint: {hint}Use net.send(t, src, dst, layer) only when src != dst."
-        )
+    for c, b, s in problems:
+        with device.one_torch_thread():  # small models: one thread is faster, on a shared CPU much faster
+            _check_split_once(split_forward, c, b, s)
+
+
+# Exercise 3: the memory a training step holds ------------------------------------------------------
+
+_OPTIMIZERS = {
+    "sgd": lambda p: torch.optim.SGD(p, lr=0.01),
+    "momentum": lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+    "adam": lambda p: torch.optim.Adam(p, lr=1e-3),
+}
+
+
+def _real_step_memory(
+    cfg: AlexNetConfig, optimizer: str, dtype: torch.dtype
+) -> tuple[int, int, dict[str, int]]:
+    """(parameters, element size, {weights, gradients, optimizer} bytes) after one real step in `dtype`."""
+    torch.manual_seed(0)
+    net = AlexNet(cfg.replace(dropout=0.0)).to(dtype)
+    opt = _OPTIMIZERS[optimizer](net.parameters())
+    x = torch.randn(2, cfg.in_channels, cfg.image, cfg.image, dtype=dtype)
+    F.cross_entropy(net(x).float(), torch.tensor([0, 1])).backward()
+    opt.step()
+    real = {
+        "weights": memory.parameter_bytes(net),
+        "gradients": sum(p.grad.numel() * p.grad.element_size() for p in net.parameters()),
+        "optimizer": memory.optimizer_state_bytes(opt),
+    }
+    n = sum(p.numel() for p in net.parameters())
+    return n, torch.empty((), dtype=dtype).element_size(), real
 
 
 def check_step_memory(
@@ -149,46 +345,54 @@ def check_step_memory(
 
     For each (optimizer, dtype) case, a network is built in that dtype and
     trained one step with the real optimiser; its parameters, gradients and
-    optimiser state are counted and compared with the student's answer.
+    optimiser state are counted and compared with the student's answer
+    (ints). Default: SGD, momentum and Adam in float32, Adam in float16.
     """
     cfg = cfg or AlexNetConfig.small()
-    cases = cases or [("sgd", torch.float32), ("momentum", torch.float32), ("adam", torch.float32)]
-    makers = {
-        "sgd": lambda p: torch.optim.SGD(p, lr=0.01),
-        "momentum": lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
-        "adam": lambda p: torch.optim.Adam(p, lr=1e-3),
-    }
+    cases = cases or [
+        ("sgd", torch.float32),
+        ("momentum", torch.float32),
+        ("adam", torch.float32),
+        ("adam", torch.float16),
+    ]
     for optimizer, dtype in cases:
-        torch.manual_seed(0)
-        net = AlexNet(cfg.replace(dropout=0.0)).to(dtype)
-        opt = makers[optimizer](net.parameters())
-        x = torch.randn(2, cfg.in_channels, cfg.image, cfg.image, dtype=dtype)
-        F.cross_entropy(net(x).float(), torch.tensor([0, 1])).backward()
-        opt.step()
-        real = {
-            "weights": memory.parameter_bytes(net),
-            "gradients": sum(p.grad.numel() * p.grad.element_size() for p in net.parameters()),
-            "optimizer": memory.optimizer_state_bytes(opt),
-        }
-        n = sum(p.numel() for p in net.parameters())
-        size = torch.empty((), dtype=dtype).element_size()
+        with device.one_torch_thread():
+            n, size, real = _real_step_memory(cfg, optimizer, dtype)
+        call = f"step_memory({n}, {optimizer!r}, {size})"
         got = _call(step_memory, "step_memory", n, optimizer, size)
         if got is None:
             raise AssertionError(f"`step_memory` returned None: {checks.NOT_DONE}")
         if not isinstance(got, dict) or set(got) != set(real):
+            missing = sorted(set(real) - set(got)) if isinstance(got, dict) else []
             raise AssertionError(
-                f"step_memory should return a dict with the keys {sorted(real)}, got {got!r}."
+                f"{call} should return a dict with the keys {sorted(real)}, got {got!r}."
+                + (f" Missing: {missing} (the gradients are as large as the weights)." if missing else "")
             )
         for kind, expected in real.items():
+            name = f"{call}[{kind!r}]"
+            _require_int(got[kind], name, "bytes are whole numbers: multiply ints, do not divide.")
             checks.check_equal(
                 got[kind],
                 expected,
-                name=f"step_memory({n}, {optimizer!r}, {size})[{kind!r}]",
+                name=name,
                 hint=(
                     "plain SGD keeps no state, SGD with momentum one buffer per parameter, Adam two "
                     "(its running means of the gradient and of its square); each element takes "
                     "bytes_per_element bytes."
                     if kind == "optimizer"
-                    else "one element of bytes_per_element bytes per parameter."
+                    else f"one element of bytes_per_element (here {size}) bytes per parameter."
                 ),
             )
+    try:  # bytes_per_element left out: float32's 4
+        got = _call(step_memory, "step_memory", 1000, "adam")
+    except TypeError as e:
+        raise AssertionError(
+            f"step_memory(1000, 'adam') without bytes_per_element raised TypeError: {e}. Hint: the "
+            f"default is float32's 4 bytes: keep `bytes_per_element=4` in the signature."
+        ) from None
+    checks.check_equal(
+        got,
+        {"weights": 4000, "gradients": 4000, "optimizer": 8000},
+        name="step_memory(1000, 'adam') without bytes_per_element",
+        hint="the default is float32's 4 bytes: keep `bytes_per_element=4` in the signature.",
+    )

@@ -1,10 +1,12 @@
 """Checks of lab 6 (register blocking, tensor-core precisions), built on `checks` and the tracer.
 
 The kernel check runs the student's register-blocked kernel through `checks.run_kernel` on sizes
-off the tile grid (an unfinished kernel is reported as "not done yet" first), then traces one block
-of it on the CPU to check that it really keeps its operands in registers: per step along k, each
-thread may read shared memory TM + TN times, not once per multiply-add. On a GPU it then times the
-kernel against cuBLAS FP32 and prints the fraction it reaches.
+off the tile grid (an unfinished kernel is reported as "not done yet" first, one that adds into C
+as such, a wrong result with the race or barrier error the tracer finds), then traces one block of
+it on the CPU to check that it really keeps its operands in registers: per step along k, each thread
+may read shared memory TM + TN times, not once per multiply-add, and it stores each element of C
+once. On a GPU it then times the kernel against cuBLAS FP32 and prints the fraction it reaches. The
+capability check tries every compute capability from sm_35 to sm_120.
 """
 
 from __future__ import annotations
@@ -44,43 +46,83 @@ def _hint(shape: tuple[int, int], tiles: tuple[int, int]) -> tuple[int, int]:
     return tuple(t if s > t else 0 for s, t in zip(shape, tiles, strict=True))
 
 
-def _run(kernel: Any, BM: int, BN: int, TM: int, TN: int, m: int, k: int, n: int, seed: int) -> None:
-    """Raise unless kernel computes A @ B for one (m, k, n) with 1-D blocks of (BM//TM)*(BN//TN) threads."""
+def _problem(m: int, k: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded float32 A (m, k) and B (k, n)."""
     rng = np.random.default_rng(seed)
-    A = rng.standard_normal((m, k)).astype(np.float32)
-    B = rng.standard_normal((k, n)).astype(np.float32)
+    return rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+
+
+def _run(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int, m: int, k: int, n: int, seed: int) -> None:
+    """Raise unless kernel computes A @ B for one (m, k, n) with 1-D blocks of (BM//TM)*(BN//TN) threads."""
+    A, B = _problem(m, k, n, seed)
     grid = (math.ceil(n / BN), math.ceil(m / BM))
-    got = checks.run_kernel(kernel, grid, _tiles(BM, BN, TM, TN), A, B, checks.empty_output((m, n)))[2]
-    checks.check_close(
-        got,
-        A @ B,
-        name=f"C (m, k, n = {m}, {k}, {n})",
-        **checks.matmul_tol(k),
-        block=_hint((m, n), (BM, BN)),
-    )
+    threads = _tiles(BM, BN, TM, TN)
+    got = checks.run_kernel(kernel, grid, threads, A, B, checks.empty_output((m, n)))[2]
+    name = f"C (m, k, n = {m}, {k}, {n})"
+    if np.isnan(got).all():  # nothing written, or sums that started from C's NaN sentinel?
+        zeroed = checks.run_kernel(kernel, grid, threads, A, B, np.zeros((m, n), np.float32))[2]
+        if np.allclose(zeroed, A @ B, **checks.matmul_tol(k)):
+            raise AssertionError(
+                f"`{name}` is right only when C starts at zero: your kernel adds into C (`C[r, c] += ...`), "
+                f"which holds whatever was in memory before the launch (here NaN). Hint: accumulate in "
+                f"`acc` (registers) and store `C[r, c] = acc[i, j]` once, after the loop over tiles."
+            )
+    try:
+        checks.check_close(got, A @ B, name=name, **checks.matmul_tol(k), block=_hint((m, n), (BM, BN)))
+    except AssertionError as e:
+        found = str(e).split(" Hint: ")[0]  # a precise cause below replaces the generic hint
+        last = np.outer(A[:, -1], B[-1, :])  # what C holds when each product overwrites acc
+        if k % BK == 0 and np.allclose(got, last, **checks.matmul_tol(k)):
+            raise AssertionError(
+                f"{found} Hint: C holds only the last product a[i] * b[j] along k: add each product into "
+                f"acc (`acc[i, j] += ...`) instead of assigning it."
+            ) from None
+        why = _sanitize(kernel, BM, BN, BK, TM, TN)
+        if why:
+            raise AssertionError(
+                f"{found}\nThe tracer, on one block of your kernel, found why: {why}"
+            ) from None
+        raise
+
+
+def _findings(report: Any) -> str:
+    """The tracer's first race, barrier error or uninitialised shared read, with its fix, or ''."""
+    if report.race_count:
+        return (
+            f"{report.race_count} race(s), e.g. {report.races[0]}. Hint: a cuda.syncthreads() after the "
+            f"tiles are loaded and another one before the next tiles overwrite them."
+        )
+    if getattr(report, "barrier_error_count", 0):
+        hint = "no `return`, and no barrier inside a condition, before the last barrier."
+        return f"{report.barrier_errors[0]}. Hint: {hint}"
+    if getattr(report, "uninitialized_reads", 0):
+        hint = "read sA and sB only after the barrier that follows their loading."
+        return f"{report.uninitialized[0]}. Hint: {hint}"
+    return ""
+
+
+def _trace_block(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -> Any:
+    """The tracer's report of one full (BM, BN) block of the kernel, two tiles along k."""
+    A, B = _problem(BM, 2 * BK, BN, 11)
+    threads = _tiles(BM, BN, TM, TN)
+    return checks.trace_kernel(kernel, (1, 1), threads, A, B, np.zeros((BM, BN), np.float32))
+
+
+def _sanitize(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -> str:
+    """Why a wrong result is wrong, when the tracer can say it on one block (race, barrier...), or ''."""
+    try:
+        return _findings(_trace_block(kernel, BM, BN, BK, TM, TN))
+    except AssertionError as e:  # the tracer's own message (an access outside an array...)
+        return str(e)
 
 
 def _check_registers(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -> None:
-    """Trace one full block on the CPU: raise when threads read shared memory more than TM + TN times a k."""
-    from cudalearn.trace import TraceError, TraceOutOfBounds, trace
-
-    threads = _tiles(BM, BN, TM, TN)
-    k = 2 * BK
-    rng = np.random.default_rng(11)
-    A = rng.standard_normal((BM, k)).astype(np.float32)
-    B = rng.standard_normal((k, BN)).astype(np.float32)
-    try:
-        report = trace(kernel, (1, 1), threads, A, B, np.zeros((BM, BN), np.float32))
-    except TraceOutOfBounds as e:
-        raise AssertionError(f"the tracer found an access outside an array: {e}") from None
-    except TraceError as e:
-        raise AssertionError(f"the tracer could not run your kernel: {e}") from None
-    if report.race_count:
-        raise AssertionError(
-            f"your kernel gives the right result, but the tracer found {report.race_count} race(s): "
-            f"{report.races[0]}. Hint: a cuda.syncthreads() after the tiles are loaded and another one "
-            f"before the next tiles overwrite them."
-        )
+    """Trace one full block on the CPU: raise on a race, over TM + TN shared reads a k, or extra stores."""
+    threads, k = _tiles(BM, BN, TM, TN), 2 * BK  # two tiles: a store inside the tile loop happens twice
+    report = _trace_block(kernel, BM, BN, BK, TM, TN)
+    found = _findings(report)
+    if found:
+        raise AssertionError(f"your kernel gives the right result, but the tracer found {found}")
     warps = math.ceil(threads / 32)
     reads = report.shared_load_requests / (warps * k)  # shared reads per thread and per step along k
     if reads > SLACK * (TM + TN):
@@ -89,6 +131,13 @@ def _check_registers(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -
             f"along k, where a register-blocked kernel reads TM + TN = {TM + TN} times: TM values of A "
             f"into `a`, TN values of B into `b`, then TM * TN = {TM * TN} multiply-adds "
             f"`acc[i, j] += a[i] * b[j]` from registers only. Hint: load a and b before the i, j loops."
+        )
+    stores = report.global_store_requests / (warps * TM * TN)  # stores per output element of C
+    if stores > 1:
+        raise AssertionError(
+            f"your kernel is correct, but it stores each element of C {stores:g} times for {k // BK} tiles "
+            f"along k (traced on one ({BM}, {BN}) block): a store inside the loop over tiles writes the "
+            f"partial sums to global memory. Hint: write `acc` into C once, after the loop over tiles."
         )
 
 
@@ -135,8 +184,9 @@ def check_regblock_matmul(
 ) -> None:
     """Lab 6: register-blocked C = A @ B (float32), 1-D blocks of (BM // TM) * (BN // TN) threads.
 
-    Checks the result on (m, k, n) `sizes` off the tile grid, then traces one block: at most about
-    TM + TN shared reads per thread and step along k. On a GPU, also prints the kernel's speed as a
+    Checks the result on (m, k, n) `sizes` off the tile grid (a wrong one explained by the tracer when
+    it finds a race or a barrier error), then traces one block: at most about TM + TN shared reads per
+    thread and step along k, and each element of C stored once. On a GPU, also prints the kernel's speed as a
     fraction of cuBLAS FP32 at n = `bench_n` (default: the size `ch6.lab_bench_n`).
     """
     sim = device.mode() == "sim"
@@ -144,7 +194,7 @@ def check_regblock_matmul(
         [(BM, BK, BN), (BM + 5, 3 * BK + 1, BN - 3)] if sim else [(256, 256, 256), (300, 77, 129)]
     )
     for i, (m, k, n) in enumerate(triples):
-        _run(kernel, BM, BN, TM, TN, m, k, n, seed=20 + i)
+        _run(kernel, BM, BN, BK, TM, TN, m, k, n, seed=20 + i)
     _check_registers(kernel, BM, BN, BK, TM, TN)
     if device.mode() == "gpu":
         from cudalearn import size
@@ -152,26 +202,54 @@ def check_regblock_matmul(
         _fraction_of_cublas(kernel, BM, BN, TM, TN, bench_n or size("ch6.lab_bench_n"))
 
 
+#: compute capabilities check_autocast_dtype tries: Kepler to Blackwell, every tensor-core boundary
+CAPABILITIES = (
+    (3, 5),
+    (5, 2),
+    (6, 0),
+    (6, 1),
+    (7, 0),
+    (7, 2),
+    (7, 5),
+    (8, 0),
+    (8, 6),
+    (8, 7),
+    (8, 9),
+    (9, 0),
+    (10, 0),
+    (12, 0),
+)
+
+
+def autocast_expected(cc: tuple[int, int]) -> Any:
+    """Lab 6's rule: torch.bfloat16 from sm_80 on, torch.float16 on sm_70 to sm_7x, None below sm_70."""
+    import torch
+
+    if tuple(cc) >= (8, 0):
+        return torch.bfloat16
+    return torch.float16 if tuple(cc) >= (7, 0) else None
+
+
 def check_autocast_dtype(
     autocast_dtype: Callable[[tuple[int, int]], Any], ccs: Sequence | None = None
 ) -> None:
     """Lab 6: the 16-bit type for torch.autocast on compute capability cc, or None without tensor cores.
 
-    bfloat16 from sm_80 (Ampere) on, float16 on sm_70 and sm_75 (Volta, Turing: the T4), None below.
+    bfloat16 from sm_80 (Ampere) on, float16 on sm_70 to sm_75 (Volta, Turing: the T4), None below;
+    tried on every capability of `CAPABILITIES` (or `ccs`), all mismatches reported at once.
     """
-    import torch
-
-    def expected(cc):
-        if tuple(cc) >= (8, 0):
-            return torch.bfloat16
-        return torch.float16 if tuple(cc) >= (7, 0) else None
-
-    for cc in ccs or [(9, 0), (7, 5), (6, 1)]:
-        got = checks.call_student(autocast_dtype, "autocast_dtype", cc)
-        want = expected(cc)
-        if got != want:
-            raise AssertionError(
-                f"autocast_dtype({cc}) is {got!r}, expected {want!r}. Hint: bfloat16 tensor cores start "
-                f"with sm_80 (A100), float16 ones with sm_70 (V100); the T4 is sm_75; below sm_70 there "
-                f"are no tensor cores, and autocast would only lose precision: return None."
-            )
+    wrong = []
+    for cc in ccs or CAPABILITIES:
+        got = checks.call_student(autocast_dtype, "autocast_dtype", tuple(cc))
+        want = autocast_expected(cc)
+        if got != want or type(got) is not type(want):
+            wrong.append(f"autocast_dtype({tuple(cc)}) is {got!r}, expected {want!r}")
+    if wrong:
+        raise AssertionError(
+            f"autocast_dtype is wrong for {len(wrong)} of {len(ccs or CAPABILITIES)} compute capabilities: "
+            + "; ".join(wrong)
+            + ". Hint: compare the tuple cc with (8, 0) and (7, 0): bfloat16 tensor cores start with sm_80 "
+            "(A100; every later GPU has them, sm_86, sm_89, sm_90, sm_100, sm_120...), float16 ones with "
+            "sm_70 (V100; the T4 is sm_75); below sm_70 there are no tensor cores and autocast would only "
+            "lose precision: return None."
+        )

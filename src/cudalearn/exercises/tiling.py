@@ -2,33 +2,43 @@
 
 Each kernel check first runs the student's kernel through `checks.run_kernel`
 and compares the result with NumPy, so an unfinished kernel is reported as
-"not done yet" before anything else. Only then does it trace the kernel on
-the CPU (`cudalearn.trace`, in both modes) to check how it uses memory: no
-race, global traffic well below the naive kernel's (lab 3), no shared-memory
-bank conflict (lab 4). When a result is wrong and the tracer finds a race,
-the race is reported, since it is the likely cause.
+"not done yet" before anything else. When a result is wrong, the check traces
+the kernel on a small launch (`cudalearn.trace`, the course's sanitizer) and
+reports what the tracer names as the cause: a thread that returns before or
+skips a barrier, a shared element read before any thread wrote it, a race,
+an access outside an array; failing that, it reruns the kernel on sizes that
+are multiples of the tile to say which partial tiles it gets wrong. When the
+result is right, the trace checks how the kernel uses memory: no sanitizer
+finding, C stored once per element, global traffic no worse than the
+course's own tiled kernel (lab 3) and no bank conflict with the transposed
+tile kept (lab 4).
 """
 
 from __future__ import annotations
 
-import math
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from cudalearn import checks, device
+from cudalearn.kernels import tiled
+from cudalearn.kernels import transpose as transposes
 
 NAIVE_FACTOR = 3.0  # a tiled kernel must read at least this many times fewer global sectors than naive
+COALESCING_SLACK = 1.5  # sectors per load request allowed above the course's kernel's on the same launch
+
+READS_OUTPUT = (
+    "your kernel gives the right C when C starts filled with zeros, and NaN everywhere when it does not "
+    "(the check fills C with NaN first): it reads C before writing it (`C[row, col] += ...`). A GPU's "
+    "memory is not zeroed for you. Sum into a float32 local variable (`acc = float32(0.0)`, "
+    "`acc += ...`) and write C[row, col] = acc once, after the tile loop."
+)
 
 
 def _rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
-
-
-def _grid(m: int, n: int, tile: int) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(griddim, blockdim) of a (tile, tile)-block launch over an (m, n) output."""
-    return (math.ceil(n / tile), math.ceil(m / tile)), (tile, tile)
 
 
 def _block_hint(shape: tuple[int, int], tile: int) -> tuple[int, int]:
@@ -40,6 +50,9 @@ def _block_hint(shape: tuple[int, int], tile: int) -> tuple[int, int]:
 
 
 _trace = checks.trace_kernel
+
+
+# The sanitizer's findings, as messages with the lab's hint --------------------
 
 
 def _race_message(report: Any, what: str) -> str:
@@ -54,24 +67,71 @@ def _race_message(report: Any, what: str) -> str:
     )
 
 
-def _check_results(run: Callable[[], None], traced: Callable[[], Any]) -> None:
-    """Run the result checks; when one fails (not for "not done yet"), report a race if `traced()` has one.
+def _traced_cause(traced: Callable[[], Any]) -> str | None:
+    """What the tracer names as the cause of a wrong result (sanitizer, memcheck, race), or None."""
+    try:
+        report = traced()
+    except AssertionError as e:  # checks.trace_kernel raised: synccheck, initcheck or out of bounds
+        msg = str(e)
+        return None if msg.startswith("the tracer could not run") else msg
+    if report.race_count:
+        return _race_message(report, "the tracer found a race")
+    return None
 
-    `traced` traces the kernel on a small problem: the tracer runs every thread in Python.
+
+def _check_results(
+    run: Callable[[], None],
+    traced: Callable[[], Any],
+    probe: Callable[[], str | None] | None = None,
+    zeroed: Callable[[], bool] | None = None,
+    init_probe: bool = False,
+) -> None:
+    """Labs 3-4: run the result checks; a wrong result is explained by the tracer, else by `probe`.
+
+    traced(): the kernel traced on a small problem (the tracer runs every thread in Python).
+    probe(): a hint from rerunning the kernel on other sizes, or None. zeroed(): whether the
+    kernel is right when its output starts as zeros (it reads its output before writing it).
+    init_probe: an unwritten shared read gets probe's hint rather than the sanitizer's zero-fill one.
     """
     try:
         run()
+        return
     except AssertionError as err:
-        if checks.NOT_DONE in str(err):
+        msg = str(err)
+    if checks.NOT_DONE in msg:
+        if zeroed is not None and zeroed():
+            raise AssertionError(READS_OUTPUT)
+        raise AssertionError(msg)
+    out_of_bounds = msg.startswith("your kernel indexed outside")
+    if not out_of_bounds and " is wrong at " not in msg:  # e.g. run_kernel's compile check: as it is
+        raise AssertionError(msg)
+    cause = _traced_cause(traced)
+    if cause is not None and "(initcheck)" in cause and init_probe and probe is not None:
+        hint = probe()  # the sanitizer's zero-fill hint is for tiles that stick out of a matrix
+        cause = cause.split(" Hint: ")[0] + (f" Hint: {hint}" if hint else "")
+    if cause is not None and out_of_bounds:  # the tracer names the array, index, line and thread
+        raise AssertionError(f"the result check stopped at an out-of-bounds access; {cause}")
+    if cause is not None:
+        raise AssertionError(
+            f"the result is wrong, and the tracer says why: {cause}\n(The result check said: {msg})"
+        )
+    hint = probe() if probe is not None else None
+    if hint is not None:
+        raise AssertionError(msg.split(" Hint: ")[0] + f" Hint: {hint}")
+    raise AssertionError(msg)
+
+
+def _clean_trace(traced: Callable[[], Any], what: str) -> Any:
+    """The trace of a kernel whose result is right; raise if the sanitizer or race check finds it lucky."""
+    try:
+        report = traced()
+    except AssertionError as e:
+        if str(e).startswith("the tracer could not run"):
             raise
-        try:
-            report = traced()
-        except AssertionError:
-            raise err from None
-        if report.race_count:
-            msg = _race_message(report, "the result is wrong, and the likely cause is a race")
-            raise AssertionError(f"{msg}\n(The result check said: {err})") from None
-        raise
+        raise AssertionError(f"{what} is right, but by luck: {e}") from None
+    if report.race_count:
+        raise AssertionError(_race_message(report, f"{what} is right, but by luck"))
+    return report
 
 
 def _worst_line(report: Any) -> str:
@@ -81,18 +141,68 @@ def _worst_line(report: Any) -> str:
     return f"line {where}: `{stats.source}` ({stats.bank_conflicts} conflicts)"
 
 
+# Answers that are numbers: the value, its type, and a hint for the usual mistake --
+
+
+def _check_int_answers(
+    fn: Callable[..., Any],
+    cases: Sequence[tuple[tuple, int]],
+    *,
+    name: str,
+    hint: str,
+    mistakes: Sequence[tuple[Callable[..., int], str]],
+) -> None:
+    """Labs 3-4: raise unless fn(*args) is the int expected; name a mistake that gives every value fn gave."""
+    got = []
+    for args, _ in cases:
+        call = f"{name}({', '.join(map(repr, args))})"
+        value = checks.call_student(fn, name, *args)
+        if value is None:
+            checks.check_equal(value, 0, name=call)
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise AssertionError(
+                f"`{call}` returned {value!r}, a {type(value).__name__}; the exercise asks for an int. "
+                f"Hint: use integer division `//` (not `/`, which gives a float) and int arithmetic."
+            )
+        got.append(value)
+    named = [
+        why
+        for formula, why in mistakes
+        if all(formula(*a) == g for (a, _), g in zip(cases, got, strict=True))
+    ]
+    for (args, expected), value in zip(cases, got, strict=True):
+        call = f"{name}({', '.join(map(repr, args))})"
+        checks.check_equal(value, expected, name=call, hint=named[0] if named else hint)
+
+
 # Chapter 3 -------------------------------------------------------------------
+
+_BYTES_MISTAKES = (
+    (
+        lambda n, t: 8 * n**3,
+        "that is the naive kernel's traffic: with tiles, each value read from global "
+        "memory serves a whole tile of outputs, so the traffic is divided by the tile size.",
+    ),
+    (lambda n, t: 2 * n**3 // t, "that counts float32 values, not bytes: each is 4 bytes."),
+    (lambda n, t: 4 * n**3 // t, "that is the traffic of one matrix: each block loads tiles of A AND of B."),
+    (lambda n, t: 8 * n**3 // t**2, "you divided by the tile size twice: each tile has tile * tile values."),
+    (
+        lambda n, t: 8 * n**2 * t,
+        "count the blocks: (n / tile)**2 of them, each loading n / tile tiles of A and as many of B.",
+    ),
+)
 
 
 def check_global_bytes_tiled(global_bytes_tiled: Callable[[int, int], int]) -> None:
     """Lab 3: bytes of A and B a tiled n x n float32 product reads from global memory, with no cache."""
     cases = [((n, t), 2 * n**3 // t * 4) for n, t in [(16, 16), (64, 16), (1024, 32), (4096, 16), (96, 32)]]
-    checks.check_function(
+    _check_int_answers(
         global_bytes_tiled,
         cases,
         name="global_bytes_tiled",
         hint="there are (n / tile)**2 blocks; each loads n / tile tiles of A and as many of B, each tile "
         "tile * tile float32 values of 4 bytes. That is the naive 2 * n**3 * 4 bytes divided by tile.",
+        mistakes=_BYTES_MISTAKES,
     )
 
 
@@ -101,28 +211,139 @@ def _matmul_problem(rng: np.random.Generator, m: int, k: int, n: int) -> tuple[n
     return rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
 
 
+def _run_matmul(kernel: Any, tile: int, m: int, k: int, n: int, seed: int, out: np.ndarray | None = None):
+    """(C, A @ B) of kernel launched with (tile, tile) blocks on one random (m, k, n) problem."""
+    A, B = _matmul_problem(_rng(seed), m, k, n)
+    griddim, blockdim = tiled.launch_config(m, n, tile)
+    C = checks.empty_output((m, n)) if out is None else out
+    return checks.run_kernel(kernel, griddim, blockdim, A, B, C)[2], A @ B
+
+
 def _check_matmuls(kernel: Any, tile: int, triples: Sequence[tuple[int, int, int]], seed: int) -> None:
     """Raise unless kernel computes A @ B for each (m, k, n) with (tile, tile) blocks."""
-    rng = _rng(seed)
-    for m, k, n in triples:
-        A, B = _matmul_problem(rng, m, k, n)
-        griddim, blockdim = _grid(m, n, tile)
-        got = checks.run_kernel(kernel, griddim, blockdim, A, B, checks.empty_output((m, n)))[2]
+    for i, (m, k, n) in enumerate(triples):
+        got, expected = _run_matmul(kernel, tile, m, k, n, seed + i)
         checks.check_close(
             got,
-            A @ B,
+            expected,
             name=f"C (m, k, n = {m}, {k}, {n})",
             **checks.matmul_tol(k),
             block=_block_hint((m, n), tile),
         )
 
 
+def _matmul_right(kernel: Any, tile: int, size: tuple[int, int, int], zeros: bool = False) -> bool:
+    """Whether kernel's C is A @ B on one problem (C starting as zeros, or as the NaN sentinel)."""
+    m, k, n = size
+    try:
+        got, expected = _run_matmul(
+            kernel, tile, m, k, n, seed=3, out=np.zeros((m, n), np.float32) if zeros else None
+        )
+    except AssertionError:
+        return False
+    return bool(np.allclose(got, expected, **checks.matmul_tol(k)))
+
+
+# what each thread of a lab's kernel loads and adds, for the indexing hint
+LAB3_TILES = (
+    "it loads A[row, k0 + tx] into sA[ty, tx], B[k0 + ty, col] into sB[ty, tx], adds sA[ty, k] * sB[k, tx]"
+)
+LAB4_TILES = (
+    "it loads A[row, k0 + tx] into sA[ty, tx], B[k0 + ty, col] into sBt[tx, ty], adds sA[ty, k] * sBt[tx, k]"
+)
+
+
+def _matmul_probe(kernel: Any, tile: int, tiles: str) -> str | None:
+    """Labs 3-4: which sizes a wrong tiled matmul gets right, as a hint (whole tiles, partial k, m, n)."""
+    if not _matmul_right(kernel, tile, (2 * tile, 2 * tile, tile)):
+        return (
+            f"your kernel is wrong even when m, k and n are multiples of TILE ({2 * tile}, {2 * tile}, "
+            f"{tile}), so the indexing is off, not the partial tiles. Thread (tx, ty) = "
+            f"(cuda.threadIdx.x, cuda.threadIdx.y) of block (bx, by) computes "
+            f"C[by * TILE + ty, bx * TILE + tx]; {tiles}: check each index of your loads, inner loop and "
+            f"store against that."
+        )
+    if not _matmul_right(kernel, tile, (2 * tile, 2 * tile + 3, tile)):
+        return (
+            f"your kernel is right when k is a multiple of TILE and wrong when it is not "
+            f"(k = {2 * tile + 3}): the last, partial tile along k is missing or wrong. Loop over all "
+            f"(K + TILE - 1) // TILE tiles (K // TILE drops the last one), and load a zero where "
+            f"k0 + tx or k0 + ty is outside A or B."
+        )
+    if not _matmul_right(kernel, tile, (tile + 3, tile, 2 * tile - 3)):
+        return (
+            "your kernel is right when m and n are multiples of TILE and wrong when they are not: guard the "
+            "loads of rows of A and columns of B outside the matrices (load zeros there) and the final write "
+            "to C, without skipping a barrier."
+        )
+    return None
+
+
 def _trace_matmul(kernel: Any, tile: int, size: tuple[int, int, int], seed: int):
-    """(report, (A, B)) of kernel traced on one (m, k, n) problem with (tile, tile) blocks."""
+    """The report of kernel traced on one random (m, k, n) problem with (tile, tile) blocks."""
     m, k, n = size
     A, B = _matmul_problem(_rng(seed), m, k, n)
-    griddim, blockdim = _grid(m, n, tile)
-    return _trace(kernel, griddim, blockdim, A, B, np.zeros((m, n), np.float32)), (A, B)
+    griddim, blockdim = tiled.launch_config(m, n, tile)
+    return _trace(kernel, griddim, blockdim, A, B, np.zeros((m, n), np.float32))
+
+
+@functools.lru_cache(maxsize=32)
+def _reference_trace(kind: str, tile: int, size: tuple[int, ...], seed: int):
+    """The trace of the course's kernel of `kind` (naive, tiled, bt, transpose) on a check's problem."""
+    from cudalearn.kernels.matmul import matmul_naive
+
+    if kind == "transpose":
+        return _trace_transpose(transposes.make_transpose_tiled(tile, 1), tile, size, seed)
+    kernel = {"naive": lambda: matmul_naive, "tiled": lambda: tiled.make_tiled_matmul(tile)}.get(
+        kind, lambda: tiled.make_matmul_bt_tiled(tile, 1)
+    )()
+    return _trace_matmul(kernel, tile, size, seed)
+
+
+def _check_stores(report: Any, size: tuple[int, int, int], tile: int) -> None:
+    """Raise when a matmul's warps store to global memory more than once each (C is written once)."""
+    m, k, n = size
+    (gx, gy), (bx, by) = tiled.launch_config(m, n, tile)
+    warps = gx * gy * -(-(bx * by) // 32)
+    if report.global_store_requests > warps:
+        raise AssertionError(
+            f"your kernel is correct, but its {warps} warps make {report.global_store_requests} store "
+            f"requests to global memory (m, k, n = {m}, {k}, {n}, TILE = {tile}): they write C more than "
+            f"once. Hint: the store `C[row, col] = acc` belongs after the tile loop, not inside it: each "
+            f"output is written once, when its sum is complete."
+        )
+
+
+def _load_counts(report: Any, ref: Any) -> str:
+    """'its global loads make R warp requests touching S sectors, where the course's kernel ...'."""
+    return (
+        f"its global loads make {report.global_load_requests} warp requests touching "
+        f"{report.global_load_sectors} sectors of 32 bytes, where the course's kernel makes "
+        f"{ref.global_load_requests} touching {ref.global_load_sectors} on the same launch"
+    )
+
+
+def _check_coalesced(report: Any, ref: Any, what: str) -> None:
+    """Raise when a kernel's global load requests touch far more sectors each than the course's kernel's."""
+    mine = report.global_load_sectors / max(report.global_load_requests, 1)
+    theirs = ref.global_load_sectors / max(ref.global_load_requests, 1)
+    if mine > COALESCING_SLACK * theirs:
+        raise AssertionError(
+            f"{what} is correct, but {_load_counts(report, ref)}: {mine:.1f} sectors a request against "
+            f"{theirs:.1f}, so the loads are not coalesced. Hint: neighbouring threads of a warp "
+            f"(consecutive cuda.threadIdx.x) must read neighbouring addresses: tx = cuda.threadIdx.x "
+            f"indexes the columns (col = bx * TILE + tx, A[row, k0 + tx]) and ty = cuda.threadIdx.y the rows."
+        )
+
+
+def _check_load_total(report: Any, ref: Any, what: str) -> None:
+    """Raise when a kernel's global loads touch more sectors in all than the course's kernel's."""
+    if report.global_load_sectors > ref.global_load_sectors:
+        raise AssertionError(
+            f"{what} is correct, but {_load_counts(report, ref)}. Hint: at each tile step every thread "
+            f"loads one element of each tile from global memory, once; the inner loop reads only the "
+            f"shared tiles."
+        )
 
 
 def check_matmul_tiled(
@@ -134,26 +355,26 @@ def check_matmul_tiled(
     """Lab 3: tiled C = A @ B (float32) with (tile, tile) blocks: right off the tile grid, race-free, tiled.
 
     "Tiled" means far fewer global sectors per output element than matmul_naive on the same launch,
-    both counted by the tracer. sizes: (m, k, n) triples run on the device (or simulator);
-    trace_size: the small (m, k, n) traced.
+    no more than the course's tiled kernel, and C stored once, all counted by the tracer.
+    sizes: (m, k, n) triples run on the device (or simulator); trace_size: the small (m, k, n) traced.
     """
-    from cudalearn.kernels.matmul import matmul_naive
-
     sim = device.mode() == "sim"
     triples = sizes or ([(tile + 3, 2 * tile + 5, tile - 3)] if sim else [(256, 256, 256), (300, 77, 129)])
-    size = trace_size or (tile + 5, 2 * tile + 7, tile - 3)
+    size = tuple(trace_size or (tile + 5, 2 * tile + 7, tile - 3))
     _check_results(
         lambda: _check_matmuls(kernel, tile, triples, seed=5),
-        lambda: _trace_matmul(kernel, tile, size, seed=8)[0],
+        lambda: _trace_matmul(kernel, tile, size, seed=8),
+        probe=lambda: _matmul_probe(kernel, tile, LAB3_TILES),
+        zeroed=lambda: _matmul_right(kernel, tile, triples[0], zeros=True),
     )
-    report, (A, B) = _trace_matmul(kernel, tile, size, seed=8)
     m, k, n = size
-    if report.race_count:
-        raise AssertionError(
-            _race_message(report, f"the result is right, but by luck (m, k, n = {m}, {k}, {n})")
-        )
-    griddim, blockdim = _grid(m, n, tile)
-    naive = _trace(matmul_naive, griddim, blockdim, A, B, np.zeros((m, n), np.float32))
+    report = _clean_trace(
+        lambda: _trace_matmul(kernel, tile, size, seed=8), f"your result (m, k, n = {m}, {k}, {n})"
+    )
+    naive, ref = _reference_trace("naive", tile, size, 8), _reference_trace("tiled", tile, size, 8)
+    _check_stores(report, size, tile)
+    if report.shared_requests:
+        _check_coalesced(report, ref, "your kernel")
     yours, theirs = report.global_sectors / (m * n), naive.global_sectors / (m * n)
     if report.shared_requests == 0 or yours * NAIVE_FACTOR > theirs:
         why = (
@@ -168,9 +389,28 @@ def check_matmul_tiled(
             f"of {tile}x{tile}): {why}. Hint: load each tile of A and B from global memory once, into "
             f"cuda.shared.array((TILE, TILE), float32), and take the inner loop's operands from those tiles."
         )
+    _check_load_total(report, ref, "your kernel")
 
 
 # Chapter 4 -------------------------------------------------------------------
+
+_BANK_MISTAKES = (
+    (
+        lambda r, c, w: c % 32,
+        "your answer gives the bank as if every row were 32 words long (row * 32 + col, or col alone, "
+        "which is the same modulo 32): a row is `width` words long, and the padded tile of this lab has 33.",
+    ),
+    (
+        lambda r, c, w: (c * w + r) % 32,
+        "that is the column-major word index; the array is row-major: word = row * width + col.",
+    ),
+    (
+        lambda r, c, w: (4 * (r * w + c)) % 32,
+        "that is the byte address modulo 32; a bank holds 4-byte words: "
+        "bank = word % 32, with word = row * width + col.",
+    ),
+    (lambda r, c, w: (r * w + c) % 33, "there are 32 banks, whatever the width: bank = word % 32."),
+)
 
 
 def check_bank_of(bank_of: Callable[[int, int, int], int]) -> None:
@@ -190,12 +430,13 @@ def check_bank_of(bank_of: Callable[[int, int, int], int]) -> None:
             (10, 20, 64),
         ]
     ]
-    checks.check_function(
+    _check_int_answers(
         bank_of,
         cases,
         name="bank_of",
         hint="the element's word index in the row-major array is row * width + col (one float32 per "
         "4-byte word), and the banks take the words in turn: bank = word % 32.",
+        mistakes=_BANK_MISTAKES,
     )
 
 
@@ -209,8 +450,6 @@ def _check_no_conflicts(report: Any, what: str) -> None:
             f"walks down a column of a (32, 32) float32 tile hits one bank 32 times; declare the tile with "
             f"a padding column, (TILE, TILE + 1), so each row starts one bank further on."
         )
-    if report.race_count:
-        raise AssertionError(_race_message(report, f"{what} is correct, but it is luck"))
 
 
 def _check_transposes(kernel: Any, tile: int, shapes: Sequence[tuple[int, int]], seed: int) -> None:
@@ -218,16 +457,38 @@ def _check_transposes(kernel: Any, tile: int, shapes: Sequence[tuple[int, int]],
     rng = _rng(seed)
     for m, n in shapes:
         src = rng.standard_normal((m, n)).astype(np.float32)
-        griddim, blockdim = _grid(m, n, tile)
+        griddim, blockdim = transposes.launch_config(m, n, tile)
         got = checks.run_kernel(kernel, griddim, blockdim, src, checks.empty_output((n, m)))[1]
         checks.check_close(got, src.T, name=f"dst (src {m}x{n})", block=_block_hint((n, m), tile))
+
+
+def _transpose_probe(kernel: Any, tile: int) -> str | None:
+    """Lab 4: a hint for a wrong transpose, from a run on a src of whole tiles."""
+    src = _rng(4).standard_normal((2 * tile, tile)).astype(np.float32)
+    griddim, blockdim = transposes.launch_config(2 * tile, tile, tile)
+    try:
+        got = checks.run_kernel(kernel, griddim, blockdim, src, checks.empty_output((tile, 2 * tile)))[1]
+    except AssertionError:
+        got = None
+    if got is not None and np.array_equal(got, src.T):
+        return (
+            "your transpose is right when m and n are multiples of TILE and wrong when they are not: guard "
+            "the read (row < src.shape[0] and col < src.shape[1]) and the write (out_row < dst.shape[0] and "
+            "out_col < dst.shape[1]), each with its own indices."
+        )
+    return (
+        "your transpose is wrong even on a src of whole tiles. Block (bx, by) reads the tile of src at rows "
+        "by * TILE + ty, columns bx * TILE + tx, into tile[ty, tx]; it writes the tile of dst at rows "
+        "bx * TILE + ty, columns by * TILE + tx (the block indices swap), from tile[tx, ty] (so do the "
+        "thread indices)."
+    )
 
 
 def _trace_transpose(kernel: Any, tile: int, shape: tuple[int, int], seed: int):
     """The report of kernel traced as a transpose of one (m, n) src with (tile, tile) blocks."""
     m, n = shape
     src = _rng(seed).standard_normal((m, n)).astype(np.float32)
-    griddim, blockdim = _grid(m, n, tile)
+    griddim, blockdim = transposes.launch_config(m, n, tile)
     return _trace(kernel, griddim, blockdim, src, np.zeros((n, m), np.float32))
 
 
@@ -241,16 +502,16 @@ def check_transpose_no_conflict(
 
     sizes: (m, n) shapes of src run on the device (or simulator); trace_size: the small one traced.
     """
-    from cudalearn.kernels.transpose import make_transpose_tiled
-
     sim = device.mode() == "sim"
     shapes = sizes or ([(tile + 5, tile - 7)] if sim else [(1024, 1024), (1000, 333)])
-    shape = trace_size or (tile + 5, tile - 7)
+    shape = tuple(trace_size or (tile + 5, tile - 7))
     _check_results(
         lambda: _check_transposes(kernel, tile, shapes, seed=6),
         lambda: _trace_transpose(kernel, tile, shape, seed=9),
+        probe=lambda: _transpose_probe(kernel, tile),
+        init_probe=True,
     )
-    report = _trace_transpose(kernel, tile, shape, seed=9)
+    report = _clean_trace(lambda: _trace_transpose(kernel, tile, shape, seed=9), "your transpose")
     if report.shared_requests == 0:
         raise AssertionError(
             "your transpose is correct, but it does not use shared memory: without a tile, either the "
@@ -258,7 +519,7 @@ def check_transpose_no_conflict(
             "tile and remove its bank conflict instead."
         )
     _check_no_conflicts(report, "your transpose")
-    ref = _trace_transpose(make_transpose_tiled(tile, 1), tile, shape, seed=9)
+    ref = _reference_trace("transpose", tile, shape, 9)
     if report.global_sectors > ref.global_sectors:
         raise AssertionError(
             f"your transpose is correct and conflict-free, but it touches {report.global_sectors} global "
@@ -267,27 +528,53 @@ def check_transpose_no_conflict(
         )
 
 
+def _stores_a_column(report: Any, tile: int) -> bool:
+    """Whether some warp stores down a column of a shared array (its lanes' addresses span many rows)."""
+    for requests in report.kept_requests.values():
+        for r in requests:
+            if (
+                r.store
+                and len(r.addresses) > 1
+                and max(r.addresses) - min(r.addresses) >= 2 * (tile + 1) * r.itemsize
+            ):
+                return True
+    return False
+
+
 def check_matmul_no_conflict(
     kernel: Any,
     tile: int = 32,
     sizes: Sequence[tuple[int, int, int]] | None = None,
     trace_size: tuple[int, int, int] | None = None,
 ) -> None:
-    """Lab 4: tiled C = A @ B (float32), (tile, tile) blocks, and no bank conflict in the trace.
+    """Lab 4: tiled C = A @ B (float32), (tile, tile) blocks, B tile kept transposed, no bank conflict.
 
     sizes: (m, k, n) triples run on the device (or simulator); trace_size: the small one traced.
     """
     sim = device.mode() == "sim"
     triples = sizes or ([(tile - 5, tile + 9, tile - 12)] if sim else [(256, 256, 256), (300, 77, 129)])
-    size = trace_size or (tile - 5, tile + 9, tile - 12)
+    size = tuple(trace_size or (tile - 5, tile + 9, tile - 12))
     _check_results(
         lambda: _check_matmuls(kernel, tile, triples, seed=7),
-        lambda: _trace_matmul(kernel, tile, size, seed=10)[0],
+        lambda: _trace_matmul(kernel, tile, size, seed=10),
+        probe=lambda: _matmul_probe(kernel, tile, LAB4_TILES),
+        zeroed=lambda: _matmul_right(kernel, tile, triples[0], zeros=True),
     )
-    report = _trace_matmul(kernel, tile, size, seed=10)[0]
+    report = _clean_trace(lambda: _trace_matmul(kernel, tile, size, seed=10), "your result")
     if report.shared_load_requests == 0:
         raise AssertionError(
             "your kernel is correct, but it reads nothing from shared memory: keep the tiles (the point of "
             "Chapter 3) and remove the bank conflict with a padding column."
         )
     _check_no_conflicts(report, "your kernel")
+    if not _stores_a_column(report, tile):
+        raise AssertionError(
+            "your kernel is correct and conflict-free, but it no longer keeps the B tile transposed: no warp "
+            "stores down a column of a shared tile. The exercise is to keep `sBt[tx, ty] = b` and "
+            "`sBt[tx, k]` in the inner loop, and remove their conflict by changing the tile's shape: "
+            "(TILE, TILE + 1), the width written as a number or a module constant."
+        )
+    ref = _reference_trace("bt", tile, size, 10)
+    _check_stores(report, size, tile)
+    _check_coalesced(report, ref, "your kernel")
+    _check_load_total(report, ref, "your kernel")

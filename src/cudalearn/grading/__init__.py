@@ -35,6 +35,16 @@ copies; arrays a kernel wrote are copied back into the judge's arrays).
 The checks, numpy and `cudalearn` that compute the verdict are the
 judge's own, imported before any request and untouched by the student.
 
+What the instructor's cells build (a network's config, a Conv2d) crosses
+the other way, judge to sandbox, pickled, and is rebuilt there; nothing the
+sandbox sends is ever unpickled. A check that needs the student's objects
+live (a class to instantiate, a module to differentiate through) runs that
+part as an *experiment* (`checks.student_side`): a function of the course's
+package, run in the student's process, returning only data, from which the
+judge computes the verdict. Kernel launches and host copies are counted by
+`cudalearn.counting` and device arrays get `cudalearn.guard`'s zones, in a
+notebook and in the sandbox alike.
+
 Threat model: what is defended
 ------------------------------
 A submission is hostile code. Whatever it does in its own process, by
@@ -90,9 +100,13 @@ Limits: what is not defended
   who deliberately tampers with their own process (rebinding the
   exercise's name to another kernel at run time, patching the sandbox's
   counters) can make these *how* checks see something other than what ran.
-  Checks of values cannot be fooled that way.
+  Checks of values cannot be fooled that way. An experiment runs the
+  course's code in the student's process, so a student who patches that
+  code there can make it report other data; the data must still agree with
+  the judge's own reference computation.
 - Values cross by copy: a hidden test cannot rely on object identity or on
-  an autograd graph of a tensor the student's code returned.
+  an autograd graph of a tensor the student's code returned (an experiment
+  does that part where the graph lives).
 - Student code can use the network over UDP, and over TCP without Landlock
   ABI 4. It can start processes; they are killed with the sandbox's
   process group, and orphans are reaped by the judge (a subreaper).

@@ -348,6 +348,7 @@ class Judge:
         self.cell_timeout = float(job["cell_timeout"])
         self.deadline = time.monotonic() + float(job["timeout"])
         self.cell_deadline = self.deadline
+        self.judge_since = time.monotonic()
         self.env = dict(os.environ)
         self.user = job.get("user")
         self.sandbox: Sandbox | None = None
@@ -392,10 +393,10 @@ class Judge:
         saved = self.cell_deadline
         try:
             for name, code in self.history:  # replay what ran before, each cell with its own time limit
-                self.cell_deadline = time.monotonic() + self.cell_timeout
+                self._start_cell_clock()
                 self._exchange(box, {"op": "exec", "name": name, "code": code}, [], replay=True)
             for ex, names in self.bound.items():
-                self.cell_deadline = time.monotonic() + self.cell_timeout
+                self._start_cell_clock()
                 self._bind(ex, names)
         finally:
             self.cell_deadline = saved
@@ -406,9 +407,16 @@ class Judge:
             return self._start()
         return self.sandbox
 
+    def _start_cell_clock(self) -> None:
+        """A cell's time limit starts now; it counts the student's process's time, not the judge's."""
+        self.cell_deadline = time.monotonic() + self.cell_timeout
+        self.judge_since = time.monotonic()
+
     def _exchange(self, box: Sandbox, header: dict, buffers: list, replay: bool = False) -> Any:
         box.seq += 1
         header = dict(header, seq=box.seq)
+        # The checks' own work since the last request (a compile, a trace) is not the student's time.
+        self.cell_deadline += time.monotonic() - self.judge_since
         deadline = min(self.cell_deadline, self.deadline)
         try:
             wire.send(box.to_child, header, buffers)
@@ -416,6 +424,7 @@ class Judge:
                 reply, payload, spans = box.receive(deadline)
                 if reply.get("seq") == box.seq:
                     break
+            self.judge_since = time.monotonic()
         except wire.Deadline:
             box.kill()
             limit = "the notebook's" if self.deadline <= self.cell_deadline else "a cell's"
@@ -448,9 +457,12 @@ class Judge:
             died.output = tail  # type: ignore[attr-defined]
             raise died from None
         if "error" in reply:
+            err = reply["error"] if isinstance(reply["error"], dict) else {}
+            if err.get("type") in ("CudaAPIError", "CudaDriverError"):
+                box.kill()  # its CUDA context is lost and it exits: the next request starts a fresh process
             if replay:
                 return None
-            raise _exception(reply["error"] if isinstance(reply["error"], dict) else {})
+            raise _exception(err)
         decoder = wire.Decoder(payload, spans, self._from_ref)
         try:
             value = decoder.decode(reply.get("value"))
@@ -612,7 +624,7 @@ class Judge:
             self.answers[ex] = {"status": "error", "message": "no answer found"}
             return
         name = f"exercise {ex}"
-        self.cell_deadline = time.monotonic() + self.cell_timeout
+        self._start_cell_clock()
         try:
             self._exchange(self._live(), {"op": "exec", "name": name, "code": code}, [])
             self.answers[ex] = {"status": "ok"}
@@ -634,13 +646,13 @@ class Judge:
             self.history.append((name, code))
         self.bound[ex] = names
         try:
-            self.cell_deadline = time.monotonic() + self.cell_timeout
+            self._start_cell_clock()
             self._bind(ex, names)
         except GradingInterrupt as e:
             self.notes.append(f"exercise {ex}: could not read your definitions: {e}")
 
     def _context(self, cell: dict) -> None:
-        self.cell_deadline = time.monotonic() + self.cell_timeout
+        self._start_cell_clock()
         try:
             self._exchange(
                 self._live(), {"op": "exec", "name": f"cell {cell['index']}", "code": cell["student"]}, []
@@ -651,7 +663,7 @@ class Judge:
         except Exception as e:
             self.history.append((f"cell {cell['index']}", cell["student"]))
             self.notes.append(f"cell {cell['index'] + 1} of the lab failed in your notebook's process: {e}")
-        self.cell_deadline = time.monotonic() + self.cell_timeout
+        self._start_cell_clock()
         try:
             self._run_here(cell["source"], f"cell {cell['index']}")
         except GradingInterrupt as e:
@@ -678,7 +690,7 @@ class Judge:
 
     def _outcome(self, cell: dict) -> dict:
         """{"status", "message"} of one test cell run here ("output" too when the student's process died)."""
-        self.cell_deadline = time.monotonic() + self.cell_timeout
+        self._start_cell_clock()
         try:
             self._run_here(cell["source"], f"test {cell['test_id']}")
         except AssertionError as e:
@@ -800,6 +812,9 @@ def main() -> None:
 
         cudalearn.setup(quiet=True)  # the mode first, then Numba's own copy_to_host, before any lab cell
         wire.keep_host_copies()
+        from cudalearn import ptx
+
+        ptx.prestart()  # the compile for a real GPU, that every kernel check runs, warms up meanwhile
         result = Judge(job).run()
     except BaseException as e:  # a grader bug or a broken lab, never the student's fault
         import traceback

@@ -38,6 +38,7 @@ import threading
 import traceback
 from typing import Any
 
+from cudalearn import counting
 from cudalearn.grading import wire
 
 MESSAGE_LIMIT = 1 << 30
@@ -259,31 +260,19 @@ def _host(x: Any) -> Any:
     return None
 
 
-GUARD = 4096  # elements of random bytes on each side of a device array a kernel gets, on a GPU
+def _guard(a: Any) -> tuple[Any, Any]:
+    """A copy of device array `a` inside the course's guard zones (`cudalearn.guard`): (view, guard)."""
+    from cudalearn.guard import Guarded
+
+    g = Guarded(a.copy_to_host())
+    return g.view, g
 
 
-def _guard(a: Any) -> tuple[Any, tuple]:
-    """A copy of device array `a` inside guard zones of random bytes; (view for the kernel, what to check)."""
-    import numpy as np
-    from numba import cuda
-
-    host = np.ascontiguousarray(a.copy_to_host())
-    flat = np.empty(host.size + 2 * GUARD, dtype=host.dtype)
-    flat.view(np.uint8)[:] = np.frombuffer(os.urandom(flat.nbytes), dtype=np.uint8)
-    flat[GUARD : GUARD + host.size] = host.ravel()
-    buf = cuda.to_device(flat)
-    view = buf[GUARD : GUARD + host.size].reshape(host.shape)
-    return view, (buf, host.size, flat[:GUARD].tobytes(), flat[GUARD + host.size :].tobytes())
-
-
-def _check_guard(label: str, shape: tuple, guard: tuple) -> None:
+def _check_guard(label: str, shape: tuple, guard: Any) -> None:
     """Raise IndexError if a kernel wrote into the guard zones around an argument (a GPU does not raise)."""
-    buf, n, head, tail = guard
-    after = buf.copy_to_host()
-    before_ok = after[:GUARD].tobytes() == head
-    after_ok = after[GUARD + n :].tobytes() == tail
-    if not (before_ok and after_ok):
-        where = "past the end" if not after_ok else "before the start"
+    before, after = guard.overwritten()
+    if before or after:
+        where = "past the end" if after else "before the start"
         raise IndexError(
             f"your kernel wrote {where} of {label} (shape {shape}): an index is out of bounds for the array"
         )
@@ -317,62 +306,6 @@ def _guard_arguments(obj: Any, args: list, kwargs: dict) -> list:
                 label = f"`{key}`"
             checks.append((label, tuple(a.shape), guard))
     return checks
-
-
-class _Observer:
-    """Counts, during one call, the Numba kernel launches and device-to-host copies the student's code makes.
-
-    Their checks in the judge count these (chapter 5: "one launch, no copy to the host"); the judge
-    replays them there. The student's code can tamper with this count: see the package docstring.
-    """
-
-    def __init__(self) -> None:
-        self.launches: list[str] = []
-        self.copies = 0
-        self._undo: list = []
-
-    def __enter__(self) -> _Observer:
-        from numba import config
-
-        try:
-            if config.ENABLE_CUDASIM:
-                from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as arrays
-                from numba.cuda.simulator.kernel import FakeCUDAKernel as kernels
-
-                sim = sys.modules[kernels.__module__]
-
-                def launched(kernel: Any) -> str | None:
-                    return None if kernel._device or sim._kernel_context is not None else kernel.fn.__name__
-
-                self._wrap(kernels, "__call__", launched)
-            else:
-                from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase as arrays
-                from numba.cuda.dispatcher import _Kernel as kernels
-
-                self._wrap(kernels, "launch", lambda kernel: kernel.py_func.__name__)
-            self._wrap(arrays, "copy_to_host", None)
-        except (ImportError, AttributeError):
-            self.__exit__()
-        return self
-
-    def _wrap(self, cls: type, attr: str, name_of: Any) -> None:
-        original = getattr(cls, attr)
-        observer = self
-
-        def counted(obj: Any, *args: Any, **kwargs: Any) -> Any:
-            if name_of is None:
-                observer.copies += 1
-            elif (name := name_of(obj)) is not None:
-                observer.launches.append(str(name))
-            return original(obj, *args, **kwargs)
-
-        setattr(cls, attr, counted)
-        self._undo.append((cls, attr, original))
-
-    def __exit__(self, *exc: Any) -> None:
-        for cls, attr, original in reversed(self._undo):
-            setattr(cls, attr, original)
-        self._undo.clear()
 
 
 class Server:
@@ -451,7 +384,7 @@ class Server:
             if not isinstance(args, list) or not isinstance(kwargs, dict):
                 raise wire.ProtocolError("malformed call")
             guards = _guard_arguments(obj, args, kwargs)
-            with _Observer() as seen:
+            with counting.observe() as seen:
                 result = obj(*args, **kwargs)
             for label, shape, guard in guards:
                 _check_guard(label, shape, guard)
@@ -467,7 +400,7 @@ class Server:
             kwargs = dec.decode(req.get("kwargs"))
             if not isinstance(args, list) or not isinstance(kwargs, dict):
                 raise wire.ProtocolError("malformed experiment")
-            with _Observer() as seen:
+            with counting.observe() as seen:
                 result = experiment(obj, *args, **kwargs)
             return self.encode(result, {"events": [seen.launches[:1000], seen.copies]})
         if op == "getattr":

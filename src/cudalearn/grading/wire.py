@@ -145,12 +145,9 @@ _HOST_COPY: dict[type, Callable] = {}
 def keep_host_copies() -> None:
     """Remember Numba device arrays' own copy_to_host, so the channel's copies bypass a check's counters."""
     try:
-        from numba import config
+        from cudalearn.counting import device_array_class
 
-        if config.ENABLE_CUDASIM:
-            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as cls
-        else:
-            from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase as cls
+        cls = device_array_class()
     except ImportError:
         return
     _HOST_COPY[cls] = cls.copy_to_host

@@ -88,44 +88,13 @@ class Launches:
 def count_launches() -> Iterator[Launches]:
     """Count every Numba kernel launch made inside the `with` block, in both modes (Chapter 5).
 
-    On a GPU it wraps numba-cuda's `_Kernel.launch`, which every launch of
-    a compiled kernel goes through; under the simulator it wraps the
-    simulated kernel's call. Device functions and PyTorch work are not
-    launches of Numba kernels and are not counted.
+    Counted by `cudalearn.counting.observe`: device functions and PyTorch
+    work are not launches of Numba kernels and are not counted.
     """
-    seen = Launches()
-    if device.mode() == "sim":
-        import sys
+    from cudalearn import counting
 
-        from numba.cuda.simulator.kernel import FakeCUDAKernel
-
-        sim = sys.modules[FakeCUDAKernel.__module__]
-        original = FakeCUDAKernel.__call__
-
-        def counted(self, *args):
-            if not self._device and sim._kernel_context is None:
-                seen.names.append(self.fn.__name__)
-            return original(self, *args)
-
-        FakeCUDAKernel.__call__ = counted
-        try:
-            yield seen
-        finally:
-            FakeCUDAKernel.__call__ = original
-    else:
-        from numba.cuda.dispatcher import _Kernel
-
-        original = _Kernel.launch
-
-        def counted(self, *args, **kwargs):
-            seen.names.append(self.py_func.__name__)
-            return original(self, *args, **kwargs)
-
-        _Kernel.launch = counted
-        try:
-            yield seen
-        finally:
-            _Kernel.launch = original
+    with counting.observe() as seen:
+        yield Launches(seen.launches)  # the same list: it fills as the block runs
 
 
 @contextmanager

@@ -1,10 +1,33 @@
-"""CPU memory-access tracer for Numba CUDA kernels (Chapters 2-5).
+"""CPU memory-access tracer and sanitizer for Numba CUDA kernels (Chapters 2-5).
 
 `trace(kernel, griddim, blockdim, *args)` runs a `@cuda.jit` kernel's Python
 source on the CPU, one thread at a time, with every global and shared array
 access recorded, and returns a `TraceReport`: bank conflicts, global sectors
-(coalescing), races and out-of-bounds accesses, per source line. Nothing is
+(coalescing) and the sanitizer's findings, per source line. Nothing is
 launched on a GPU; it works with or without one.
+
+Sanitizer (the CPU counterpart of compute-sanitizer's four tools)
+-----------------------------------------------------------------
+* racecheck: `report.races` (first MAX_RACES `Race`s), `report.race_count`.
+* synccheck: `report.barrier_errors` (first MAX_FINDINGS `BarrierError`s),
+  `report.barrier_error_count`: at a barrier, threads of the block that
+  executed a `return` ('returned', with the return's line), ran to the end of
+  the kernel without reaching it ('skipped': a barrier inside an `if`) or wait
+  at another barrier ('divergent'). A return after the last barrier is valid.
+  The first error of each kind and line is also a string in `report.warnings`.
+* initcheck: `report.uninitialized_reads` (count, also per line) and
+  `report.uninitialized` (first MAX_FINDINGS `UninitializedRead`s): a read of
+  a shared element that no thread of the block wrote in an earlier phase and
+  the reading thread did not write earlier in this phase. `same_phase` marks
+  the ones another thread writes in the reader's phase (a missing barrier:
+  also a race). Stale data from an earlier tile counts as written.
+* memcheck: `TraceOutOfBounds` (an IndexError) names the array, index, shape,
+  thread, block and line, and says what is true: a surplus thread of a last,
+  partial block (guard it), or the index expression's value against the
+  extent (index arithmetic, swapped row and column).
+* `report.sanitizer_message()`: the first barrier error, else the first
+  uninitialized read not explained by a race, as a student-facing message
+  with the fix ('' when clean); `checks.trace_kernel` raises it.
 
 Memory model
 ------------
@@ -13,7 +36,9 @@ Memory model
 * Barriers: `cuda.syncthreads()` splits a block's run into phases. Every thread
   of the block runs (in warp order) to its next barrier before any thread
   passes it. A thread that returns leaves the block; if others still wait at a
-  barrier the report warns (on a GPU that is undefined behaviour).
+  barrier that is a barrier error (undefined behaviour on a GPU), and the
+  others go on. Threads at the same barrier line count as one barrier, even in
+  different loop iterations.
 * Lockstep approximation: the k-th execution of one source line by each thread
   of a warp, for one array and one direction (load or store), forms one warp
   request. Different arrays on one line are different requests, and so are the
@@ -35,7 +60,8 @@ Memory model
 * Any index outside [0, n) raises `TraceOutOfBounds`; negative indices do not
   wrap around (CUDA does not wrap).
 * New shared and local arrays hold NaN (floats) or 0 (other dtypes), so a read
-  before a write shows in the outputs.
+  before a write shows in the outputs too. Shared writes are tracked per block
+  by byte address (initcheck); local arrays are not.
 * Not modelled: caches, timing, warp scheduling, `syncwarp` (a no-op), constant
   and local memory (not counted), and the compiler, which may merge, vectorise,
   hoist or drop the accesses the source makes (a tiled matmul's `sA[ty, k]`
@@ -45,7 +71,15 @@ Memory model
 from cudalearn.trace.execute import FakeCuda, trace
 from cudalearn.trace.memory import TracedArray
 from cudalearn.trace.model import Dim3, TraceError, TraceOutOfBounds
-from cudalearn.trace.report import Counts, LineStats, Race, SharedRequest, TraceReport
+from cudalearn.trace.report import (
+    BarrierError,
+    Counts,
+    LineStats,
+    Race,
+    SharedRequest,
+    TraceReport,
+    UninitializedRead,
+)
 
 __all__ = [
     "trace",
@@ -53,6 +87,8 @@ __all__ = [
     "Counts",
     "LineStats",
     "Race",
+    "BarrierError",
+    "UninitializedRead",
     "SharedRequest",
     "TraceError",
     "TraceOutOfBounds",

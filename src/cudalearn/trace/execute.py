@@ -14,6 +14,7 @@ import numpy as np
 from cudalearn.trace.memory import Recorder, TracedArray
 from cudalearn.trace.model import (
     MAX_BLOCK_THREADS,
+    MAX_FINDINGS,
     MAX_STATIC_SHARED,
     MAX_THREADS,
     SHARED_ALIGN,
@@ -23,7 +24,7 @@ from cudalearn.trace.model import (
     TraceOutOfBounds,
     dim3,
 )
-from cudalearn.trace.report import TraceReport
+from cudalearn.trace.report import BarrierError, TraceReport
 
 _BARRIERS = {"syncthreads": "sync", "syncthreads_count": "count"}
 _BARRIERS.update(syncthreads_and="and", syncthreads_or="or")
@@ -228,6 +229,19 @@ class _BarrierToYield(ast.NodeTransformer):
         return ast.copy_location(ast.Yield(ast.Tuple([ast.Constant(op), arg], ast.Load())), node)
 
 
+class _ReturnToExit(ast.NodeTransformer):
+    """Rewrite the kernel's own `return` statements into `yield ("exit", None); return` (synccheck)."""
+
+    def visit_FunctionDef(self, node):
+        return node  # a nested def keeps its returns
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
+
+    def visit_Return(self, node):
+        exit_ = ast.Expr(ast.Yield(ast.Tuple([ast.Constant("exit"), ast.Constant(None)], ast.Load())))
+        return [ast.copy_location(exit_, node), ast.copy_location(ast.Return(None), node)]
+
+
 def _cell_value(cell):
     """A closure cell's value (None while unassigned)."""
     try:
@@ -256,6 +270,9 @@ def _instrument(fn, fake, memo, kernel):
     cells = dict(zip(fn.__code__.co_freevars, map(_cell_value, fn.__closure__ or ()), strict=True))
     barriers = _BarrierToYield({**fn.__globals__, **cells}, cuda_module)
     barriers.visit(fdef)
+    if kernel:
+        fdef.body = [_ReturnToExit().visit(stmt) for stmt in fdef.body]
+        fdef.body = [x for stmt in fdef.body for x in (stmt if isinstance(stmt, list) else [stmt])]
     if barriers.found and not kernel:
         raise TraceError(
             f"device function {fn.__name__} calls syncthreads; the tracer allows it in kernels only"
@@ -356,41 +373,69 @@ def _run_block(rec, fake, run, args, block):
     sends = [None] * len(threads)
     live = list(range(len(threads)))
     while live:
-        waiting, exited = [], []
+        waiting, exited, returned = [], [], {}
         for tid in live:
             rec.lane, rec.warp = tid % WARP_SIZE, tid // WARP_SIZE
             rec.thread, rec.counts, fake.threadIdx = threads[tid], counts[tid], dims[tid]
+            rec.mine = mine = set()  # the shared addresses this thread writes in this phase
+            gen = gens[tid]
             try:
-                op, value = gens[tid].send(sends[tid])
+                op, value = gen.send(sends[tid])
+                if op == "exit":  # a `return` in the kernel (rewritten by _ReturnToExit)
+                    returned[tid] = gen.gi_frame.f_lineno
+                    gen.send(None)  # runs the return: StopIteration
             except StopIteration:
-                exited.append(tid)
-                continue
+                op = None
             except (TraceOutOfBounds, TraceError):
                 raise
             except Exception as e:
                 e.add_note(f"(raised by thread {threads[tid]} of block {block} under cudalearn.trace)")
                 raise
-            waiting.append((tid, op, value, gens[tid].gi_frame.f_lineno))
+            if mine:
+                rec.phase_mines.append(mine)
+            if op is None:
+                exited.append(tid)
+            else:
+                waiting.append((tid, op, value, gen.gi_frame.f_lineno))
         rec.end_phase()
-        _barrier_results(rec, waiting, exited, sends, threads, block)
+        _barrier_results(rec, waiting, exited, returned, sends, threads, block)
         live = [w[0] for w in waiting]
     rec.end_block()
 
 
-def _barrier_results(rec, waiting, exited, sends, threads, block):
-    """Values of syncthreads_count/and/or for the threads at a barrier; warnings for divergence."""
+def _barrier_results(rec, waiting, exited, returned, sends, threads, block):
+    """Values of syncthreads_count/and/or for the threads at a barrier; barrier errors for divergence."""
     if not waiting:
         return
-    lines = sorted({w[3] for w in waiting})
-    if exited:
-        msg = (
-            f"block {block}: {len(exited)} threads (first {threads[exited[0]]}) returned while"
-            f" {len(waiting)} others waited at syncthreads on line {lines[0]}; undefined on a GPU"
+    at = {}  # barrier line -> the threads waiting there
+    for w in waiting:
+        at.setdefault(w[3], []).append(w[0])
+    line = max(at, key=lambda n: (len(at[n]), -n))  # the barrier most threads wait at
+    left = {}  # (kind, line where they left) -> thread ids
+    for tid in exited:
+        key = ("returned", returned[tid]) if tid in returned else ("skipped", 0)
+        left.setdefault(key, []).append(tid)
+    for other in sorted(at):
+        if other != line:
+            left[("divergent", other)] = at[other]
+    for (kind, where), tids in left.items():
+        waiting_n = len(waiting) if kind != "divergent" else len(at[line])
+        err = BarrierError(
+            kind,
+            block,
+            tuple(threads[t] for t in tids[:WARP_SIZE]),
+            len(tids),
+            waiting_n,
+            line,
+            linecache.getline(rec.kernel_file, line).strip(),
+            where,
+            linecache.getline(rec.kernel_file, where).strip() if where else "",
         )
-        _warn(rec, ("exit", lines[0]), msg)
-    if len(lines) > 1:
-        msg = f"block {block}: threads wait at different syncthreads (lines {lines}); undefined on a GPU"
-        _warn(rec, ("lines", tuple(lines)), msg)
+        rep = rec.report
+        rep.barrier_error_count += 1
+        if len(rep.barrier_errors) < MAX_FINDINGS:
+            rep.barrier_errors.append(err)
+        _warn(rec, ("barrier", kind, line, where), str(err))
     truthy = sum(1 for w in waiting if w[2])
     result = {"sync": None, "count": truthy, "and": int(truthy == len(waiting)), "or": int(truthy > 0)}
     for tid, op, _, _ in waiting:

@@ -1,5 +1,6 @@
 """Instrumented arrays and the counting of warp requests, wavefronts, sectors and races (Chapters 2-4)."""
 
+import ast
 import linecache
 import operator
 import sys
@@ -9,6 +10,7 @@ import numpy as np
 from cudalearn.trace.model import (
     ATOMIC,
     LOAD,
+    MAX_FINDINGS,
     MAX_KEPT_REQUESTS,
     MAX_RACES,
     NUM_BANKS,
@@ -16,7 +18,7 @@ from cudalearn.trace.model import (
     TraceError,
     TraceOutOfBounds,
 )
-from cudalearn.trace.report import LineStats, Race, SharedRequest, TraceReport
+from cudalearn.trace.report import LineStats, Race, SharedRequest, TraceReport, UninitializedRead
 
 
 class Allocation:
@@ -81,7 +83,7 @@ class TracedArray:
                     return None
                 i = _as_index(i, self._name, frame)
             if i < 0 or i >= n:
-                raise self._rec.out_of_bounds(self._name, idx, self._shape, kind, frame)
+                raise self._rec.out_of_bounds(self, idx, kind, frame)
             off += i * s
         return off
 
@@ -105,10 +107,10 @@ class TracedArray:
         """A[i] of a 2-D array, or a slice: a traced view of the same allocation."""
         idx = idx if type(idx) is tuple else (idx,)
         if len(idx) > len(self._shape):
-            raise self._rec.out_of_bounds(self._name, idx, self._shape, LOAD, frame)
+            raise self._rec.out_of_bounds(self, idx, LOAD, frame)
         for i, n in zip(idx, self._shape, strict=False):
             if not isinstance(i, slice) and not 0 <= _as_index(i, self._name, frame) < n:
-                raise self._rec.out_of_bounds(self._name, idx, self._shape, LOAD, frame)
+                raise self._rec.out_of_bounds(self, idx, LOAD, frame)
         view = self._data[idx]
         off0 = view.__array_interface__["data"][0] - self._data.__array_interface__["data"][0]
         name = f"{self._name}[{', '.join(_fmt_index(i) for i in idx)}]"
@@ -178,6 +180,9 @@ class Recorder:
         self.block_global = {}  # (allocation, offset, category) -> first (thread, key) in the block
         self.shared_arrays, self.shared_top = {}, 0
         self.log, self.written = [], set()
+        self.init = set()  # shared byte addresses written in earlier phases of the block
+        self.mine = set()  # ... and by the current thread in this phase (set by the scheduler)
+        self.phase_mines, self.pending = [], []  # this phase's `mine` sets; its kept uninitialized reads
 
     def access(self, alloc, off, kind, frame, atomic):
         """Record one element access of the current thread (the hot path)."""
@@ -191,6 +196,12 @@ class Recorder:
             self.groups[gkey] = [(self.lane, off)]
         else:
             group.append((self.lane, off))
+        if alloc.shared:  # initcheck: written by the block before, or by this thread in this phase?
+            addr = alloc.base + off
+            if kind == STORE:
+                self.mine.add(addr)
+            elif addr not in self.init and addr not in self.mine:
+                self._uninitialized(alloc, off, addr, frame)
         if atomic and kind == LOAD:
             return  # an atomic is race-checked once, as its store
         if kind == STORE:
@@ -198,7 +209,7 @@ class Recorder:
         self.log.append((alloc, off, ATOMIC if atomic else kind, self.thread, key))
 
     def end_phase(self):
-        """At a barrier: race-check the phase's accesses to arrays written in it."""
+        """At a barrier: race-check the phase's accesses to arrays written in it; commit its shared writes."""
         table, written, seen = {}, self.written, self.block_global
         for alloc, off, cat, thread, key in self.log:
             if alloc.id in written:
@@ -206,6 +217,23 @@ class Recorder:
             if not alloc.shared:
                 seen.setdefault((alloc, off, cat), (thread, key))
         self.log, self.written = [], set()
+        for alloc, off, addr, thread, file, line, mine in self.pending:
+            same = any(addr in s for s in self.phase_mines if s is not mine)
+            src = linecache.getline(file, line).strip()
+            found = UninitializedRead(alloc.name, alloc.index(off), thread, self.block, line, src, same)
+            self.report.uninitialized.append(found)
+        for s in self.phase_mines:
+            self.init |= s
+        self.phase_mines, self.pending = [], []
+
+    def _uninitialized(self, alloc, off, addr, frame):
+        """Count a shared read of an element the block has not written; keep the first MAX_FINDINGS."""
+        rep = self.report
+        rep.uninitialized_reads += 1
+        file, line = frame.f_code.co_filename, frame.f_lineno
+        self.line_stats(file, line).uninitialized_reads += 1
+        if len(rep.uninitialized) + len(self.pending) < MAX_FINDINGS:
+            self.pending.append((alloc, off, addr, self.thread, file, line, self.mine))
 
     def _check(self, table, ekey, actor, cat, alloc, off, key, thread):
         """Race check against earlier accesses by other actors (threads, or blocks)."""
@@ -275,22 +303,85 @@ class Recorder:
         key = (self.block, warp, self.line_key(file, line), k)
         self.report.kept_requests.setdefault(key, []).append(req)
 
-    def out_of_bounds(self, name, idx, shape, kind, frame):
-        """The TraceOutOfBounds error for the current thread's access."""
+    def out_of_bounds(self, array, idx, kind, frame):
+        """memcheck: the TraceOutOfBounds error for the current thread's access, with a true hint."""
+        name, shape = array._name, tuple(array.shape)
         what = "write to" if kind == STORE else "read of"
         line = frame.f_lineno
         src = linecache.getline(frame.f_code.co_filename, line).strip()
         idx = tuple(i if isinstance(i, slice) else int(i) for i in idx)
         msg = (
             f"out-of-bounds {what} {name}[{', '.join(_fmt_index(i) for i in idx)}]"
-            f" (shape {tuple(shape)}) by thread {self.thread} of block {self.block},"
-            f" line {line}: {src}"
+            f" (shape {shape}) by thread {self.thread} of block {self.block},"
+            f" line {line}: {src}\n" + self._bounds_hint(array, idx, frame)
         )
-        if any(not isinstance(i, slice) and i < 0 for i in idx):
-            msg += "\nCUDA does not wrap negative indices around: index -1 is outside the array."
-        else:
-            msg += "\nDid you guard the last partial block (if i < n: ...)?"
-        return TraceOutOfBounds(msg, name, idx, tuple(shape), self.thread, self.block, line)
+        return TraceOutOfBounds(msg, name, idx, shape, self.thread, self.block, line)
+
+    def _bounds_hint(self, array, idx, frame):
+        """Why an index is outside: a negative index, the last partial block, or the index arithmetic."""
+        name, shape = array._name, array.shape
+        pairs = enumerate(zip(idx, shape, strict=False))
+        bad = [(d, i) for d, (i, n) in pairs if not isinstance(i, slice) and not 0 <= i < n]
+        if not bad:
+            return f"{name} has {len(shape)} dimension(s) but is indexed with {len(idx)} indices."
+        axis, i = bad[0]
+        n = shape[axis]
+        expr = _index_source(frame, array, axis, i, len(idx))
+        value = f"the index `{expr}` is {i}" if expr else f"the index is {i}"
+        where = f"{value} on axis {axis} of {name}, whose extent is {n} (valid: 0 to {n - 1})"
+        if i < 0:
+            return f"{where}. CUDA does not wrap negative indices around: index -1 is outside the array."
+        for a, xyz in enumerate("xyz"):
+            b, g = self.blockdim[a], self.block[a] * self.blockdim[a] + self.thread[a]
+            partial = (self.griddim[a] - 1) * b < n < self.griddim[a] * b  # the last block sticks out
+            if partial and self.block[a] == self.griddim[a] - 1 and g >= n:
+                guard = f"{expr or 'i'} < {name}.shape[{axis}]"
+                return (
+                    f"{where}. This thread is one of the surplus threads of the last, partial block along"
+                    f" {xyz}: its global {xyz} index is {g}, and {n} is not a multiple of the block size"
+                    f" {b}. Did you guard the last partial block (if {guard}: ...)?"
+                )
+        hint = (
+            f"{where}. The thread is not a surplus thread of a last partial block, so check the index"
+            " arithmetic: swapped row and column, a wrong stride or offset, an off-by-one (<= for <),"
+            " or a tile that sticks out of the matrix (guard its loads and store 0 there)."
+        )
+        if len(idx) == 2 == len(shape) and all(0 <= j < m for j, m in zip(idx[::-1], shape, strict=True)):
+            hint += f" [{idx[1]}, {idx[0]}] would be inside {name}: are the row and column swapped?"
+        return hint
+
+
+def _index_source(frame, array, axis, value, ndim):
+    """The source text of the index expression along `axis` of `array` on the frame's line, or ''."""
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    tree = None
+    for attempt in (text, text + "\n    pass", text.rstrip("\\(") + ")"):
+        try:
+            tree = ast.parse(attempt)
+            break
+        except SyntaxError:
+            continue
+    if tree is None:
+        return ""
+    local = frame.f_locals
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            if local.get(node.value.id) is array or node.value.id == array._name:
+                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                if len(parts) == ndim:
+                    found.append(parts[axis])
+    texts = {ast.unparse(e) for e in found}
+    if len(texts) == 1:
+        return texts.pop()
+    for e in found:  # several: the one whose value is the faulting index (array reads are not evaluated)
+        if not any(isinstance(n, ast.Subscript) for n in ast.walk(e)):
+            try:
+                if eval(compile(ast.Expression(e), "<index>", "eval"), frame.f_globals, local) == value:
+                    return ast.unparse(e)
+            except Exception:  # noqa: BLE001 - a best-effort hint only
+                continue
+    return ""
 
 
 def wavefronts(items, base, itemsize):

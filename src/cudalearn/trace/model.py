@@ -11,6 +11,7 @@ MAX_STATIC_SHARED = 48 * 1024  # static shared memory a block may declare
 MAX_BLOCK_THREADS = 1024
 MAX_THREADS = 2**16  # the tracer runs every thread in Python
 MAX_RACES = 20  # races kept in a report (all are counted)
+MAX_FINDINGS = 20  # barrier errors and uninitialized reads kept in a report (all are counted)
 MAX_KEPT_REQUESTS = 50_000  # shared requests kept for shared_request / bank_diagram
 LOAD, STORE, ATOMIC = 0, 1, 2
 

@@ -75,6 +75,7 @@ class LineStats(Counts):
     line: int = 0
     source: str = ""
     races: int = 0
+    uninitialized_reads: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,81 @@ class Race:
             f"{self.kind} race on {self.array}[{idx}]: thread {t1} of block {b1}"
             f" (line {self.first_line}) and thread {t2} of block {b2}"
             f" (line {self.second_line}) with no syncthreads between them"
+        )
+
+
+@dataclass(frozen=True)
+class BarrierError:
+    """synccheck: threads of a block that leave or skip a barrier the others wait at (Chapter 3).
+
+    kind: 'returned' (they executed a `return` on left_line), 'skipped' (they
+    ran to the end of the kernel without reaching the barrier) or 'divergent'
+    (they wait at another barrier, on left_line). threads: the first of them,
+    each (x, y, z); count: how many; waiting: threads at the barrier on `line`.
+    """
+
+    kind: str
+    block: tuple
+    threads: tuple
+    count: int
+    waiting: int
+    line: int
+    source: str
+    left_line: int = 0
+    left_source: str = ""
+
+    def __str__(self):
+        who = f"{self.count} thread(s) (first {self.threads[0]})"
+        barrier = f"the barrier on line {self.line} (`{self.source}`)"
+        if self.kind == "returned":
+            what = (
+                f"{who} returned on line {self.left_line} (`{self.left_source}`) while"
+                f" {self.waiting} other thread(s) wait at {barrier}"
+            )
+        elif self.kind == "skipped":
+            what = (
+                f"{who} ran to the end of the kernel without reaching {barrier}, where"
+                f" {self.waiting} other thread(s) wait"
+            )
+        else:
+            what = (
+                f"{who} wait at the barrier on line {self.left_line} (`{self.left_source}`) while"
+                f" {self.waiting} other thread(s) wait at {barrier}"
+            )
+        return (
+            f"Barrier error detected. Divergent thread(s) in block {self.block}: {what};"
+            " every thread of a block must reach the same barriers (undefined behaviour on a GPU)"
+        )
+
+
+@dataclass(frozen=True)
+class UninitializedRead:
+    """initcheck: a shared-memory read of an element no thread of the block wrote before it (Chapter 3).
+
+    Before it means: in an earlier phase (before a barrier), or by the same
+    thread earlier in this phase. same_phase: another thread writes the element
+    in the reader's phase, unordered with the read (a missing syncthreads).
+    """
+
+    array: str
+    index: tuple
+    thread: tuple
+    block: tuple
+    line: int
+    source: str
+    same_phase: bool = False
+
+    def __str__(self):
+        idx = ", ".join(map(str, self.index))
+        why = (
+            "another thread writes it in the same phase, with no cuda.syncthreads() between the write and"
+            " this read"
+            if self.same_phase
+            else "no thread of the block wrote it before"
+        )
+        return (
+            f"uninitialized shared-memory read of {self.array}[{idx}] by thread {self.thread} of block"
+            f" {self.block}, line {self.line} (`{self.source}`): {why}"
         )
 
 
@@ -149,6 +225,10 @@ class TraceReport(Counts):
     by_line: dict = field(default_factory=dict)
     outputs: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    barrier_errors: list = field(default_factory=list)  # the first MAX_FINDINGS BarrierErrors
+    barrier_error_count: int = 0
+    uninitialized: list = field(default_factory=list)  # the first MAX_FINDINGS UninitializedReads
+    uninitialized_reads: int = 0
     kept_requests: dict = field(default_factory=dict)  # (block, warp, line, k) -> [SharedRequest]
 
     def __repr__(self):
@@ -162,7 +242,7 @@ class TraceReport(Counts):
         return self.table()
 
     def table(self) -> str:
-        """Per-line counts with the source text, totals, races and warnings (Chapter 4)."""
+        """Per-line counts and source, totals, races, uninitialized reads, warnings (Chapter 4)."""
         head = ("line", "sh.req", "sh.wave", "confl", "gl.req", "sectors", "races")
         rows = [f"{head[0]:>6} " + " ".join(f"{h:>8}" for h in head[1:]) + "  source"]
         for key in sorted(self.by_line, key=_line_order):
@@ -175,8 +255,48 @@ class TraceReport(Counts):
         if self.race_count:
             shown = f" (first {len(self.races)})" if self.race_count > len(self.races) else ""
             out += [f"{self.race_count} races{shown}:"] + [f"  {r}" for r in self.races]
+        if self.uninitialized_reads:  # barrier errors are among the warnings, one per barrier
+            kept = self.uninitialized
+            shown = f" (first {len(kept)})" if self.uninitialized_reads > len(kept) else ""
+            out += [f"{self.uninitialized_reads} uninitialized shared reads{shown}:"]
+            out += [f"  {u}" for u in kept]
         out += [f"warning: {w}" for w in self.warnings]
         return "\n".join(out)
+
+    def sanitizer_message(self) -> str:
+        """The first barrier error, else uninitialized read, as a message with its fix; or '' (labs 3-6).
+
+        An uninitialized read that another thread's write in the same phase explains is also a race,
+        and is left to the race checks (report.races), whose hint names the missing barrier.
+        """
+        if self.barrier_errors:
+            err = self.barrier_errors[0]
+            if err.kind == "returned":
+                hint = (
+                    "move the return after the last cuda.syncthreads(), or guard the work instead of"
+                    " returning (e.g. `if row < C.shape[0] and col < C.shape[1]:` around the store only)"
+                    ", so that every thread of the block reaches every barrier."
+                )
+            else:
+                hint = (
+                    "a syncthreads() inside an if must be reached by every thread of the block: call it"
+                    " outside the if, and guard only the loads and stores."
+                )
+            return (
+                f"the tracer found {self.barrier_error_count} barrier error(s) in your kernel (synccheck)."
+                f" The first: {err}. Hint: {hint}"
+            )
+        unexplained = [u for u in self.uninitialized if not u.same_phase]
+        if unexplained:
+            u = unexplained[0]
+            return (
+                f"the tracer found {self.uninitialized_reads} read(s) of shared memory that the block"
+                f" had not written (initcheck). The first: {u}. Hint: zero-fill the tile elements"
+                f" outside the matrix: every thread stores its element of the tile, the matrix value"
+                f" or 0 (e.g. `sA[ty, tx] = A[row, k0 + tx] if row < m and k0 + tx < K else float32(0.0)`),"
+                f" before the cuda.syncthreads() that precedes the reads."
+            )
+        return ""
 
     def shared_request(self, line, warp=0, block=(0, 0, 0), occurrence=0, array=None, store=None):
         """The kept shared request of one warp for the occurrence-th execution of a line (Chapter 4)."""

@@ -1,0 +1,104 @@
+"""Counting what code does on the device: Numba kernel launches and device-to-host copies (Chapter 5).
+
+`observe()` counts, inside a `with` block, every launch of a Numba kernel
+(by name) and every `copy_to_host`, in both modes: on a GPU it wraps
+numba-cuda's `_Kernel.launch`, which every launch of a compiled kernel goes
+through, and `DeviceNDArrayBase.copy_to_host`; under the simulator, the
+simulated kernel's call (not device functions, not launches inside a kernel)
+and the simulated array's copy. Blocks nest: each sees what ran inside it.
+Chapter 5's network and checks (`nn.mlp.count_launches`,
+`exercises.fusion`) and the grader's sandbox, which reports a student's
+launches and copies to the judge, all count through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(eq=False)  # blocks are told apart by identity: two may have seen the same so far
+class Observed:
+    """What ran inside one `observe()` block: launched kernels' names, and copies to the host."""
+
+    launches: list[str] = field(default_factory=list)
+    copies: int = 0
+
+
+_active: list[Observed] = []
+_undo: list[tuple[type, str, Any]] = []
+
+
+def device_array_class() -> type:
+    """The class whose copy_to_host every Numba device array uses, in this process's mode."""
+    from numba import config
+
+    if config.ENABLE_CUDASIM:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray
+    from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
+
+    return DeviceNDArrayBase
+
+
+def _patch() -> None:
+    import sys
+
+    from numba import config
+
+    if config.ENABLE_CUDASIM:
+        from numba.cuda.simulator.kernel import FakeCUDAKernel as kernels
+
+        sim = sys.modules[kernels.__module__]
+        attr = "__call__"
+
+        def name_of(k: Any) -> str | None:
+            return None if k._device or sim._kernel_context is not None else k.fn.__name__
+    else:
+        from numba.cuda.dispatcher import _Kernel as kernels
+
+        attr = "launch"
+
+        def name_of(k: Any) -> str | None:
+            return k.py_func.__name__
+
+    launch = getattr(kernels, attr)
+
+    def counted_launch(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        name = name_of(kernel)
+        if name is not None:
+            for seen in _active:
+                seen.launches.append(str(name))
+        return launch(kernel, *args, **kwargs)
+
+    arrays = device_array_class()
+    copy = arrays.copy_to_host
+
+    def counted_copy(array: Any, *args: Any, **kwargs: Any) -> Any:
+        for seen in _active:
+            seen.copies += 1
+        return copy(array, *args, **kwargs)
+
+    setattr(kernels, attr, counted_launch)
+    arrays.copy_to_host = counted_copy
+    _undo[:] = [(kernels, attr, launch), (arrays, "copy_to_host", copy)]
+
+
+@contextmanager
+def observe() -> Iterator[Observed]:
+    """Count the kernel launches and host copies made inside the block (Chapter 5; the grader)."""
+    seen = Observed()
+    if not _active:
+        _patch()
+    _active.append(seen)
+    try:
+        yield seen
+    finally:
+        _active.remove(seen)
+        if not _active:
+            for cls, attr, original in reversed(_undo):
+                setattr(cls, attr, original)
+            _undo.clear()

@@ -1,0 +1,275 @@
+"""Lab 6 (register blocking, tensor-core precisions): wrong answers students write, and valid alternatives."""
+
+from mutations import valid, wrong
+
+LOADS = """            for i in range(TM):
+                a[i] = sA[ty * TM + i, k]
+            for j in range(TN):
+                b[j] = sB[k, tx * TN + j]
+"""
+FMAS = """            for i in range(TM):
+                for j in range(TN):
+                    acc[i, j] += a[i] * b[j]
+"""
+STORE = """    for i in range(TM):
+        for j in range(TN):
+            r = row0 + ty * TM + i
+            c = col0 + tx * TN + j
+            if r < M and c < N:
+                C[r, c] = acc[i, j]"""
+STORE_IN_LOOP = """        for i in range(TM):
+            for j in range(TN):
+                r = row0 + ty * TM + i
+                c = col0 + tx * TN + j
+                if r < M and c < N:
+                    C[r, c] = acc[i, j]
+"""
+
+MUTATIONS = [
+    # Exercise 1: reads_per_fma -------------------------------------------------------------------
+    wrong(
+        "reads-per-output",
+        "reads_per_fma",
+        "divides 2 reads by the TM * TN outputs",
+        r"reads_per_fma\(8, 1\).*expected 1\.125",
+        ("return (TM + TN) / (TM * TN)", "return 2 / (TM * TN)"),
+    ),
+    wrong(
+        "reads-inverted",
+        "reads_per_fma",
+        "multiply-adds per read instead of reads per multiply-add",
+        r"reads_per_fma\(1, 1\)` is 0\.5, expected 2\.0",
+        ("return (TM + TN) / (TM * TN)", "return (TM * TN) / (TM + TN)"),
+    ),
+    wrong(
+        "reads-integer-division",
+        "reads_per_fma",
+        "integer division: // instead of /",
+        r"reads_per_fma\(8, 1\)` is 1, expected 1\.125",
+        ("return (TM + TN) / (TM * TN)", "return (TM + TN) // (TM * TN)"),
+    ),
+    wrong(
+        "reads-total",
+        "reads_per_fma",
+        "the reads of one step along k, not per multiply-add",
+        r"reads_per_fma\(8, 1\).*expected 1\.125",
+        ("return (TM + TN) / (TM * TN)", "return float(TM + TN)"),
+    ),
+    valid(
+        "reads-sum-of-inverses",
+        "reads_per_fma",
+        "1/TN + 1/TM, the same fraction",
+        ("return (TM + TN) / (TM * TN)", "return 1 / TN + 1 / TM"),
+    ),
+    valid(
+        "reads-explicit-counts",
+        "reads_per_fma",
+        "counts reads and multiply-adds by name",
+        ("return (TM + TN) / (TM * TN)", "reads, fmas = TM + TN, TM * TN\n    return reads / fmas"),
+    ),
+    # Exercise 2: matmul_regblock -----------------------------------------------------------------
+    wrong(
+        "store-inside-tile-loop",
+        "matmul_regblock",
+        "writes acc into C at the end of every tile (right result, partial sums stored each time)",
+        r"stores each element of C 2 times.*once, after the loop over tiles",
+        (FMAS + "        cuda.syncthreads()", FMAS + STORE_IN_LOOP + "        cuda.syncthreads()"),
+        (STORE, "    pass"),
+    ),
+    wrong(
+        "unblocked-reads",
+        "matmul_regblock",
+        "reads sA and sB inside the i, j loops (one shared read per multiply-add)",
+        r"reads shared memory 32 times per step along k.*load a and b before the i, j loops",
+        (LOADS + FMAS, FMAS.replace("a[i] * b[j]", "sA[ty * TM + i, k] * sB[k, tx * TN + j]")),
+    ),
+    wrong(
+        "no-store-guard",
+        "matmul_regblock",
+        "stores without the `if r < M and c < N` guard",
+        r"outside|guard",
+        (
+            "            if r < M and c < N:\n                C[r, c] = acc[i, j]",
+            "            C[r, c] = acc[i, j]",
+        ),
+    ),
+    wrong(
+        "store-guard-or",
+        "matmul_regblock",
+        "guards the store with `or` instead of `and`",
+        r"outside|guard",
+        ("if r < M and c < N:", "if r < M or c < N:"),
+    ),
+    wrong(
+        "store-transposed",
+        "matmul_regblock",
+        "stores C[c, r] (row and column swapped)",
+        r"transpose|swapped|outside",
+        ("C[r, c] = acc[i, j]", "C[c, r] = acc[i, j]"),
+    ),
+    wrong(
+        "overwrites-acc",
+        "matmul_regblock",
+        "acc[i, j] = a[i] * b[j]: keeps only the last product",
+        r"only the last product.*acc\[i, j\] \+=",
+        ("acc[i, j] += a[i] * b[j]", "acc[i, j] = a[i] * b[j]"),
+    ),
+    wrong(
+        "micro-tile-stride-wrong",
+        "matmul_regblock",
+        "reads A's values at ty + i instead of ty * TM + i",
+        r"is wrong at \d+ of \d+ elements",
+        ("a[i] = sA[ty * TM + i, k]", "a[i] = sA[ty + i, k]"),
+    ),
+    wrong(
+        "adds-into-C",
+        "matmul_regblock",
+        "accumulates straight into C, which is not zeroed",
+        r"adds into C.*accumulate in `acc`",
+        (
+            FMAS,
+            """            for i in range(TM):
+                for j in range(TN):
+                    if row0 + ty * TM + i < M and col0 + tx * TN + j < N:
+                        C[row0 + ty * TM + i, col0 + tx * TN + j] += a[i] * b[j]
+""",
+        ),
+        (STORE, "    pass"),
+    ),
+    wrong(
+        "k-over-K",
+        "matmul_regblock",
+        "loops k over the whole K instead of the tile's BK",
+        r"outside|IndexError",
+        ("        for k in range(BK):\n", "        for k in range(K):\n"),
+    ),
+    wrong(
+        "float64-products",
+        "matmul_regblock",
+        "casts the operands to Python floats (float64 arithmetic)",
+        r"float64",
+        ("acc[i, j] += a[i] * b[j]", "acc[i, j] += float(a[i]) * float(b[j])"),
+    ),
+    wrong(
+        "no-second-barrier",
+        "matmul_regblock",
+        "drops the barrier before the next tiles overwrite sA and sB",
+        r"race",
+        (
+            FMAS + "        cuda.syncthreads()\n",
+            FMAS,
+        ),
+    ),
+    valid(
+        "swapped-thread-mapping",
+        "matmul_regblock",
+        "thread t takes tile row t % (BM // TM) and column t // (BM // TM): another valid mapping",
+        (
+            "    tx = t % (BN // TN)\n    ty = t // (BN // TN)\n",
+            "    ty = t % (BM // TM)\n    tx = t // (BM // TM)\n",
+        ),
+    ),
+    valid(
+        "store-j-outer",
+        "matmul_regblock",
+        "the store loops with j outside, i inside, and the guard split in two",
+        (
+            STORE,
+            """    for j in range(TN):
+        c = col0 + tx * TN + j
+        if c < N:
+            for i in range(TM):
+                r = row0 + ty * TM + i
+                if r < M:
+                    C[r, c] = acc[i, j]""",
+        ),
+    ),
+    valid(
+        "a-loaded-in-outer-loop",
+        "matmul_regblock",
+        "loads b first, then each a[i] just before its row of multiply-adds",
+        (
+            LOADS + FMAS,
+            """            for j in range(TN):
+                b[j] = sB[k, tx * TN + j]
+            for i in range(TM):
+                a[i] = sA[ty * TM + i, k]
+                for j in range(TN):
+                    acc[i, j] += a[i] * b[j]
+""",
+        ),
+    ),
+    # Exercise 3: autocast_dtype ------------------------------------------------------------------
+    wrong(
+        "fp16-from-turing",
+        "autocast_dtype",
+        "float16 only from sm_75 (forgets Volta)",
+        r"autocast_dtype\(\(7, 0\)\) is None, expected torch\.float16",
+        ("if tuple(cc) >= (7, 0):", "if tuple(cc) >= (7, 5):"),
+    ),
+    wrong(
+        "bf16-listed-gpus",
+        "autocast_dtype",
+        "bfloat16 only for the listed A100 and H100/H200",
+        r"autocast_dtype\(\(8, 6\)\) is torch\.float16, expected torch\.bfloat16",
+        ("if tuple(cc) >= (8, 0):", "if tuple(cc) in [(8, 0), (9, 0)]:"),
+    ),
+    wrong(
+        "bf16-major-range",
+        "autocast_dtype",
+        "bfloat16 for majors 8 and 9 only (misses Blackwell)",
+        r"autocast_dtype\(\(10, 0\)\) is torch\.float16",
+        ("if tuple(cc) >= (8, 0):", "if cc[0] in (8, 9):"),
+    ),
+    wrong(
+        "float16-tested-first",
+        "autocast_dtype",
+        "tests sm_70 before sm_80, so every newer GPU gets float16",
+        r"autocast_dtype\(\(8, 0\)\) is torch\.float16, expected torch\.bfloat16",
+        code=(
+            "def autocast_dtype(cc):\n"
+            "    if tuple(cc) >= (7, 0):\n"
+            "        return torch.float16\n"
+            "    if tuple(cc) >= (8, 0):\n"
+            "        return torch.bfloat16\n"
+            "    return None\n"
+        ),
+    ),
+    wrong(
+        "float32-without-tensor-cores",
+        "autocast_dtype",
+        "returns torch.float32 instead of None below sm_70",
+        r"is torch\.float32, expected None",
+        ("    return None", "    return torch.float32"),
+    ),
+    wrong(
+        "dtype-names",
+        "autocast_dtype",
+        "returns the names as strings",
+        r"is 'bfloat16', expected torch\.bfloat16",
+        ("return torch.bfloat16", 'return "bfloat16"'),
+        ("return torch.float16", 'return "float16"'),
+    ),
+    valid(
+        "by-major",
+        "autocast_dtype",
+        "decides on the major version alone",
+        code=(
+            "def autocast_dtype(cc):\n"
+            "    major, _ = cc\n"
+            "    if major >= 8:\n"
+            "        return torch.bfloat16\n"
+            "    return torch.float16 if major == 7 else None\n"
+        ),
+    ),
+    valid(
+        "conditional-expression",
+        "autocast_dtype",
+        "one conditional expression on the tuple",
+        code=(
+            "def autocast_dtype(cc):\n"
+            "    cc = tuple(cc)\n"
+            "    return torch.bfloat16 if cc >= (8, 0) else torch.float16 if cc >= (7, 0) else None\n"
+        ),
+    ),
+]

@@ -1,0 +1,65 @@
+"""Labs 0-2's checks: the int-vs-float rule, the usual-mistake hints and the no-NumPy-product probe."""
+
+import numpy as np
+import pytest
+
+from cudalearn import checks, exercises
+
+
+def test_exact_types_want_a_python_int_and_a_tuple_of_them():
+    cases = [((3,), 3)]
+    checks.check_function(lambda n: n, cases, name="f", exact_types=True)
+    for answer, why in [(3.0, "a float"), (np.float64(3), "numpy.float64"), (np.int64(3), "numpy.int64")]:
+        with pytest.raises(AssertionError, match=f"{why}, where a Python int"):
+            checks.check_function(lambda n, a=answer: a, cases, name="f", exact_types=True)
+    checks.check_function(lambda n: 3.0, cases, name="f")  # without exact_types the value is enough
+    pair = [((1,), (1, 2))]
+    with pytest.raises(AssertionError, match="a list, where a tuple.*return a tuple"):
+        checks.check_function(lambda n: [1, 2], pair, name="g", exact_types=True)
+    with pytest.raises(AssertionError, match="item 1 that is 2.0, a float"):
+        checks.check_function(lambda n: (1, 2.0), pair, name="g", exact_types=True)
+
+
+def test_a_mistake_hint_needs_the_formula_on_every_case_first():
+    cases = [((1,), 2), ((2,), 4)]
+    mistakes = [(lambda n: 1, "a constant"), (lambda n: n, "forgot the factor 2")]
+    with pytest.raises(AssertionError, match="forgot the factor 2"):
+        checks.check_function(lambda n: n, cases, name="f", mistakes=mistakes)
+    with pytest.raises(AssertionError, match="Hint: generic"):
+        checks.check_function(lambda n: 7, cases, name="f", hint="generic", mistakes=mistakes)
+
+
+def test_blocks_for_rejects_float_division():
+    with pytest.raises(AssertionError, match="float division, which rounds"):
+        exercises.check_blocks_for(lambda n, t: int(np.ceil(n / t)))
+    exercises.check_blocks_for(lambda n, t: -(-n // t))
+
+
+def test_matmul_loops_refuses_numpy_products_but_not_loops():
+    for f, what in [
+        (lambda A, B: A @ B, "@"),
+        (lambda A, B: np.dot(A, B), "np.dot"),
+        (np.matmul, "np.matmul"),
+    ]:
+        with pytest.raises(AssertionError, match=f"uses {what}"):
+            exercises.check_matmul_loops(f)
+
+    def loops(A, B):
+        C = np.zeros((A.shape[0], B.shape[1]))
+        for i in range(A.shape[0]):
+            for j in range(B.shape[1]):
+                C[i, j] = np.sum(A[i, :] * B[:, j])
+        return C
+
+    exercises.check_matmul_loops(loops)
+
+
+def test_attainable_catches_the_t4_figures_typed_in():
+    with pytest.raises(AssertionError, match="T4's figures"):
+        exercises.check_attainable(lambda ai, p, bw: min(8100.0, ai * 320.0))
+    exercises.check_attainable(lambda ai, p, bw: float(np.minimum(p, ai * bw)))
+
+
+def test_grid_2d_rejects_np_ceil():
+    with pytest.raises(AssertionError, match="numpy.float64"):
+        exercises.check_grid_2d(lambda r, c, b: (np.ceil(c / b[0]), np.ceil(r / b[1])))
