@@ -95,7 +95,7 @@ def test_feedback_says_why_in_the_checks_own_words(graded):
     assert "surplus threads of the last, partial block" in fb["unguarded"]
     assert "Did you guard the last partial block (if i < x.shape[0]: ...)?" in fb["unguarded"]
     assert fb["untouched"].count(checks.NOT_DONE) == 2
-    assert "round the division up" in fb["monkeypatch"]  # the hint of exercises.check_blocks_for
+    assert "n // threads rounds down" in fb["monkeypatch"]  # exercises.check_blocks_for names the mistake
     assert "time limit" in fb["loop-in-function"] and "endless loop" in fb["loop-at-top"]
     assert "SIGKILL" in fb["kill-self"] and "SIGSEGV" in fb["segfault"] and "exited with code 0" in fb["exit"]
     assert "out of memory" in fb["memory-hog"] and "768 MiB" in fb["memory-hog"]

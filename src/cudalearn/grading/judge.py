@@ -509,20 +509,21 @@ class Judge:
         value, _, _ = self._exchange(box, header, enc.buffers)
         return value
 
-    def call(self, remote: Remote, args: tuple, kwargs: dict) -> Any:
-        """Call a student's function or kernel launch; copy arrays it wrote back into the judge's."""
+    def _invoke(self, remote: Remote, op: str, args: tuple, kwargs: dict, **fields: Any) -> tuple[Any, Any]:
+        """Send a call-like request (`op`) about `remote` with args and kwargs; (value, arrays written)."""
         box = self._live()
         enc = wire.Encoder(self._to_ref)
-        header = {
-            "op": "call",
-            "id": remote._cl_id,
-            "args": enc.encode(list(args)),
-            "kwargs": enc.encode(kwargs),
-        }
+        header = {"op": op, "id": remote._cl_id, **fields}
+        header.update(args=enc.encode(list(args)), kwargs=enc.encode(kwargs))
         if remote._cl_gen != self.generation:
             raise ProcessDied("this object belonged to a process of your notebook that died earlier")
         value, back, events = self._exchange(box, header, enc.buffers)
         self._replay(events)
+        return value, back
+
+    def call(self, remote: Remote, args: tuple, kwargs: dict) -> Any:
+        """Call a student's function or kernel launch; copy arrays it wrote back into the judge's."""
+        value, back = self._invoke(remote, "call", args, kwargs)
         for key, new in back if isinstance(back, list) else []:
             if type(key) is int and 0 <= key < len(args):
                 _write_back(args[key], new)
@@ -541,21 +542,7 @@ class Judge:
             raise GraderFailure(
                 f"checks.student_side needs a module-level cudalearn function, got {experiment!r}"
             )
-        box = self._live()
-        enc = wire.Encoder(self._to_ref)
-        header = {
-            "op": "experiment",
-            "id": remote._cl_id,
-            "module": module,
-            "function": name,
-            "args": enc.encode(list(args)),
-            "kwargs": enc.encode(kwargs),
-        }
-        if remote._cl_gen != self.generation:
-            raise ProcessDied("this object belonged to a process of your notebook that died earlier")
-        value, _, events = self._exchange(box, header, enc.buffers)
-        self._replay(events)
-        return value
+        return self._invoke(remote, "experiment", args, kwargs, module=module, function=name)[0]
 
     def _replay(self, events: Any) -> None:
         """Replay the student's kernel launches and host copies through the judge's own (maybe counted) Numba.
