@@ -210,6 +210,11 @@ def _forward_hint(got: np.ndarray, X, W, b, tol: dict) -> str:
                 "the bias is added along the rows, b[row]: the bias belongs to the output column, b[col].",
             )
         )
+    return _known_mistake(got, variants, tol)
+
+
+def _known_mistake(got: np.ndarray, variants: list[tuple[np.ndarray, str]], tol: dict) -> str:
+    """The hint of the first known wrong result that `got` equals (within tol), else "" (lab 5)."""
     with np.errstate(invalid="ignore"):
         for value, hint in variants:
             if np.allclose(got, value.astype(np.float32), **tol):
@@ -218,7 +223,10 @@ def _forward_hint(got: np.ndarray, X, W, b, tol: dict) -> str:
 
 
 def _grid(m: int, n: int, tile: int) -> tuple[tuple[int, int], tuple[int, int]]:
-    return (math.ceil(n / tile), math.ceil(m / tile)), (tile, tile)
+    """(griddim, blockdim) of the fused kernel over an (m, n) output: Chapter 3's tiled launch."""
+    from cudalearn.kernels.tiled import launch_config
+
+    return launch_config(m, n, tile)
 
 
 def _small_layer(tile: int, seed: int, size: tuple[int, int, int] | None = None):
@@ -347,9 +355,8 @@ def _kernel_is_right(kernel: Any, tile: int, X: np.ndarray, W: np.ndarray, b: np
     Y starts as the sentinel, as an uninitialised cuda.device_array may: a kernel that adds into Y is wrong.
     """
     (m, k), n = X.shape, W.shape[1]
-    grid = (math.ceil(n / tile), math.ceil(m / tile))
     try:
-        Y = checks.run_kernel(kernel, grid, (tile, tile), X, W, b, checks.empty_output((m, n)))[3]
+        Y = checks.run_kernel(kernel, *_grid(m, n, tile), X, W, b, checks.empty_output((m, n)))[3]
     except AssertionError:
         return False  # it does not compile, or it indexes outside an array
     return bool(np.allclose(Y, _forward_spec(X, W, b), **checks.matmul_tol(k)))
@@ -387,11 +394,7 @@ def _backward_hint(got: np.ndarray, dZ, WT, A, tol: dict) -> str:
             "(A > 0), not A.",
         ),
     ]
-    with np.errstate(invalid="ignore"):
-        for value, hint in variants:
-            if np.allclose(got, value.astype(np.float32), **tol):
-                return hint
-    return ""
+    return _known_mistake(got, variants, tol)
 
 
 def check_backward_input(
