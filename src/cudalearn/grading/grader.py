@@ -334,9 +334,9 @@ def feedback(r: Result) -> str:
 
 def command(args: argparse.Namespace) -> int:
     """Run `cudalearn grade` from parsed arguments; print a summary; 0 when every notebook was graded."""
-    from cudalearn.grading import judge
+    from cudalearn.grading import process
 
-    judge.make_private()  # this process holds the hidden tests: no same-user ptrace
+    process.make_private()  # this process holds the hidden tests: no same-user ptrace
     try:
         path = resolve_lab(args.lab, args.root)
         lab_mod.load(path)
