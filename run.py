@@ -69,7 +69,9 @@ def test() -> int:
             "tests",
             "book",
             "solutions",
-            "--nbval-lax",
+            "--nbval-lax",  # compares the cells whose first line is `# NBVAL_CHECK_OUTPUT`
+            "--nbval-sanitize-with",
+            "tests/nbval-sanitize.cfg",
             "--nbval-cell-timeout=600",
             "-p",
             "no:cacheprovider",

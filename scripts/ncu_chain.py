@@ -7,7 +7,9 @@ One ncu process runs `launch`, which runs `copy_2d`, `bias_relu_dropout` and
 `bias_relu_dropout_pairs` twice each on the chapter's chain size; the second
 launch of each is kept. The JSON gets the device, date and versions, and per
 kernel: time, DRAM and SM throughput (% of peak), instructions executed,
-DRAM bytes. Chapter 5 reads it from the package data `cudalearn.data.ncu`.
+DRAM bytes, and the warp state: cycles between two issued instructions per
+warp, the part of them spent waiting on a global load (long scoreboard), and
+the achieved occupancy. Chapter 5 reads it from the package data `cudalearn.data.ncu`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ METRICS = (
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
     "launch__registers_per_thread",
+    # warp state: what a warp waits for between two instructions (Chapter 5 reads these when present)
+    "smsp__average_warp_latency_per_inst_issued.ratio",
+    "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
 )
 
 

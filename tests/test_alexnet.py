@@ -1,5 +1,10 @@
 """AlexNet in two columns (Chapter 7): sizes, the split against the unsplit network, bytes, memory, lab."""
 
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np
 import pytest
 import torch
@@ -291,3 +296,75 @@ def test_check_step_memory():
         exercises.check_step_memory(lambda n, o, s=4: {k: v * 1.0 for k, v in answer(n, o, s).items()})
     with pytest.raises(AssertionError, match=r"here 2\)"):
         exercises.check_step_memory(lambda n, o, s=4: answer(n, o, 4))
+
+
+# The loader's timeline and the chapter's figures ------------------------------
+
+
+def test_ideal_loader_schedule_starts_empty_and_reaches_the_larger_of_the_two_times():
+    serial = alexnet.ideal_loader_schedule(10.0, 3.0, workers=0, batches=5)
+    assert serial["pass_ms"] == pytest.approx(5 * 10.0 + 3.0)  # each step hides behind the next batch
+    short = alexnet.ideal_loader_schedule(170.0, 20.0, workers=8, batches=12)
+    assert short["pass_ms"] == pytest.approx(2 * 170.0 + 4 * 20.0)  # two rounds; four steps after the last
+    assert [r["worker"] for r in short["batches"]] == [i % 8 for i in range(12)]
+    for r in short["batches"]:
+        assert r["made"][1] <= r["wait"][1] <= r["step"][0] < r["step"][1]
+    long = alexnet.ideal_loader_schedule(170.0, 20.0, workers=8, batches=2000)
+    assert long["pass_ms"] / 2000 == pytest.approx(max(170.0 / 8, 20.0), rel=0.02)
+    gpu_bound = alexnet.ideal_loader_schedule(10.0, 20.0, workers=8, batches=2000)
+    assert gpu_bound["pass_ms"] / 2000 == pytest.approx(20.0, rel=0.01)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_loader_timeline_records_every_batch_in_order(workers):
+    photos = alexnet.JpegCrops(8, source=40, crop=32)
+    seen = []
+    tl = alexnet.loader_timeline(photos, lambda x, y: seen.append(x.shape), "cpu", batch=2, workers=workers)
+    assert len(tl["batches"]) == 4 and len(seen) == 4 * 2  # two passes, four batches each
+    assert {r["worker"] for r in tl["batches"]} == ({-1} if workers == 0 else {0, 1})
+    ends = [r["step"][1] for r in tl["batches"]]
+    assert ends == sorted(ends) and ends[-1] <= tl["pass_ms"]
+    for r in tl["batches"]:
+        assert r["made"][0] <= r["made"][1] <= r["wait"][1] + 1e-6 <= r["copy"][0] + 1e-6
+        assert r["copy"][1] <= r["step"][0] <= r["step"][1]
+
+
+def _cross_arrows(fig):
+    from matplotlib.patches import FancyArrowPatch
+
+    from cudalearn.figures.alexnet import CROSS
+
+    return sum(
+        isinstance(p, FancyArrowPatch) and matplotlib.colors.same_color(p.get_edgecolor(), CROSS)
+        for p in fig.axes[0].patches
+    )
+
+
+@pytest.mark.parametrize("exchange", [EXCHANGE_2012, EXCHANGE_EVERY, ("fc7",)])
+def test_two_columns_draws_one_crossing_arrow_per_column_and_exchange(exchange):
+    from cudalearn.figures import alexnet as drawn
+
+    fig = drawn.two_columns(AlexNetConfig.original(exchange=exchange))
+    assert _cross_arrows(fig) == 2 * len(exchange) + 1  # both directions per exchange, and the logits
+    plt.close(fig)
+
+
+def test_memory_and_loader_figures_draw_what_they_are_given():
+    from cudalearn.figures import loader
+    from cudalearn.figures import memory as memory_figures
+
+    mem = memory.static_bytes(1000, "momentum")
+    mem.activations = 4000
+    plt.close(memory_figures.step_bytes(mem, 4, 10_000, "a card"))
+    run = {"fits": True, "held": {"cuda:0": 100}, "peak": {"cuda:0": 300}, "ms": 2.0}
+    oom = {"batch": 8, "cap_bytes": 250, "free": {"float32, unsplit": run, "smaller batch": run},
+           "capped": {"float32, unsplit": {"fits": False}, "smaller batch": {"fits": True}}}  # fmt: skip
+    fig = memory_figures.oom_remedies(oom)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels[0] == "float32, unsplit" and len(labels) == 2  # the baseline on top
+    assert any("OUT OF MEMORY" in t.get_text() for t in fig.axes[0].texts)
+    plt.close(fig)
+    ideal = alexnet.ideal_loader_schedule(10.0, 3.0, workers=2, batches=4)
+    fig = loader.timelines({"a": ideal, "b": alexnet.ideal_loader_schedule(10.0, 3.0, workers=0, batches=4)})
+    assert len(fig.axes) == 2
+    plt.close(fig)

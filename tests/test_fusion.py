@@ -272,6 +272,40 @@ def test_tiles_configurations():
         fused.make_blocked(fused.Tiles(bm=8, bn=8, bk=3, tm=2, tn=2))
 
 
+def test_the_constants_table_is_what_the_kernels_use():
+    c = fused.constants(fused.GPU_TILES)
+    values = {name: value for name, (value, _) in c.items()}
+    assert values == {
+        "BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "TX": 16, "TY": 16, "NT": 256,
+        "A_LOADS": 4, "B_LOADS": 4, "BKP": 17, "TT": 32, "TR": 8, "TTP": 33,
+    }  # fmt: skip
+    assert fused.constants(fused.GPU_TILES, pad=0)["BKP"][0] == 16
+    assert (values["TX"], values["TY"]) == fused.GPU_TILES.threads
+    assert all(meaning for _, meaning in c.values()), "every constant says what it means"
+    assert set(ew.CONSTANTS) == {"BLOCK_2D", "EPT", "PAIRS"} and ew.CONSTANTS["EPT"][0] == ew.EPT
+
+
+def test_chapter_5_figures_draw_from_their_inputs():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cudalearn.figures import fusion as figs
+
+    fig = figs.register_patch(fused.GPU_TILES)
+    owner = fig.axes[0].images[0].get_array()
+    assert owner.shape == (64, 64) and (owner == 1).sum() == 16, "thread (0, 0) owns a 4x4 patch"
+    assert owner[16, 0] == 1 and owner[0, 16] == 1 and owner[1, 0] == 3, "rows and columns 16 apart"
+    rows, cols = fused.GPU_TILES.thread_outputs(1, 0)
+    assert rows == [0, 16, 32, 48] and cols == [1, 17, 33, 49]
+    fig = figs.bytes_on_diagonal({"a": {"k": (8.0, 7.5)}, "b": {"x": (1.0, 1.0), "y": (2.0, 2.0)}})
+    assert len(fig.axes) == 2 and len(fig.axes[1].collections[0].get_offsets()) == 2
+    sweep = {"batches": [64, 128], "fused_ms_per_step": [1.0, 1.1], "torch_ms_per_step": [1.2, 1.3]}
+    assert len(figs.batch_sweep(sweep, 0.3, 12, "test").axes) == 2
+    plt.close("all")
+
+
 def test_chapter_5_kernels_compile_to_ptx_in_registers_and_float32():
     """The register-tiled kernels keep their patches in registers (no local memory), all in float32."""
     code = """

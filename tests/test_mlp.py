@@ -158,3 +158,26 @@ def test_goal_lines_never_hide_a_miss():
     assert all(line.startswith("NO DATA") for line in mlp.goal_lines(None, None, None))
     named = mlp.goal_lines(training, 3100.0, 4300.0, chain_name="fused, 8-byte accesses")[2]
     assert named.endswith("72% (3,100 GB/s vs 4,300 GB/s, fused, 8-byte accesses)"), named
+
+
+def test_time_step_host_splits_the_host_time_and_is_json(tiny):
+    sizes = mlp.layer_sizes(tiny.features, 8, layers=1)
+    host = mlp.time_step_host(tiny, sizes, batch=16, lr=0.3, steps=1, calls=2)
+    assert host["launches_per_step"] == 8, host
+    assert 0 < host["queue_ms_per_step"] <= host["step_ms"] and host["drain_ms"] >= 0
+    assert min(host["launch_us_empty"], host["launch_us_forward"], host["slice_us"]) > 0
+    json.dumps(host)
+
+
+def test_tables_of_the_stored_figures():
+    training = {
+        "seconds": {"naive": 2.0, "fused": 0.5, "torch": 0.4},
+        "launches_per_step": {"naive": 25, "fused": 12},
+        "test_accuracy": {"naive": 0.9, "fused": 0.9, "torch": 0.91},
+    }
+    lines = mlp.training_lines(training)
+    assert len(lines) == 4 and lines[2].split()[:4] == ["fused", "0.500", "4.00x", "1.25x"], lines
+    assert lines[3].split()[4] == "-", "PyTorch has no Numba launches to count"
+    sweep = {"batches": [64, 1024], "fused_ms_per_step": [1.0, 1.0], "torch_ms_per_step": [2.0, 2.0]}
+    rows = mlp.sweep_lines(sweep)
+    assert rows[1].split() == ["64", "1.000", "2.000", "15.62"] and rows[2].split()[-1] == "0.98", rows

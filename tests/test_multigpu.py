@@ -89,3 +89,20 @@ def test_torchrun_failure_shows_the_output(tmp_path):
     script.write_text("import sys\nprint('about to fail')\nsys.exit(3)\n")
     with pytest.raises(RuntimeError, match="about to fail"):
         multigpu.torchrun(script, nproc=1, timeout=120)
+
+
+def test_figures_needing_two_gpus_keep_the_stored_run_on_one(monkeypatch):
+    from cudalearn import device, reference
+
+    stored, _ = reference.lookup("ch7.split_step")
+    assert stored is not None and "two columns, two GPUs" in stored["rows"]
+
+    def measure():
+        raise AssertionError("a two-GPU figure must not be measured (and recorded) on one GPU")
+
+    monkeypatch.setattr(device, "mode", lambda: "gpu")
+    monkeypatch.setattr(multigpu, "gpu_count", lambda: 1)
+    figures, source = multigpu.figures("ch7.split_step", measure, gpus=2)
+    assert figures == stored and "needs 2 GPUs, here 1" in source
+    figures, source = multigpu.figures("ch7.no-such-figure", measure, gpus=2)
+    assert figures is None and "needs 2 GPUs" in source

@@ -1,4 +1,4 @@
-"""Notebook conventions: the same first cell, no outputs, a lab for each chapter, summary and exercises."""
+"""Notebook conventions: one first cell, outputs only in compared cells, a lab per chapter, summaries."""
 
 from pathlib import Path
 
@@ -6,6 +6,7 @@ import nbformat
 import pytest
 
 import cudalearn
+from cudalearn import labs
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = (
@@ -27,13 +28,58 @@ def test_first_code_cell_is_the_setup_cell(path):
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
 
 
+MIN_COMPARED = 1  # compared cells (first line `# NBVAL_CHECK_OUTPUT`) in every book chapter, at least
+# (a lab's outputs are mostly its checks, whose first line must be their docstring: solutions need none)
+FILL = "run `cudalearn outputs {path}` (it runs the notebook under the simulator, as CI does)"
+
+
+def _code(path):
+    return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+
+
 @pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_committed_without_outputs(path):
+def test_committed_clean_but_compared_cells(path):
     nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert not cell.outputs and cell.execution_count is None, f"{path}: run `cudalearn clean`"
+    rel = path.relative_to(ROOT)
+    assert labs.marker_problems(nb) == [], f"{rel}: nbval markers outside the protocol"
+    for n, cell in enumerate(_code(path)):
+        if labs.is_compared(cell) and rel.parts[0] != "labs":
+            continue
+        assert not cell.outputs and cell.execution_count is None, (
+            f"{rel} Cell {n}: outputs or a count in a cell nbval does not compare: run `cudalearn clean`"
+        )
     assert "colab" not in nb.metadata and "widgets" not in nb.metadata
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_compared_cells_hold_filled_text_outputs(path):
+    rel = path.relative_to(ROOT)
+    for n, cell in enumerate(_code(path)):
+        if not labs.is_compared(cell):
+            continue
+        assert rel.parts[0] != "labs", f"{rel} Cell {n}: a lab keeps no marker; run `cudalearn labs build`"
+        assert cell.execution_count is not None and cell.outputs, (
+            f"{rel} Cell {n}: a compared cell with no committed output (nbval skips a cell whose count is "
+            f"None, so it checks nothing): {FILL.format(path=rel)}"
+        )
+        for out in cell.outputs:
+            kinds = set(out.get("data", {})) | {out.get("name", out.output_type)}
+            bad = sorted(k for k in kinds if k.startswith("image/") or k in ("stderr", "error"))
+            assert not bad, (
+                f"{rel} Cell {n}: a compared cell's output holds {bad}; nbval ignores images, and a warning "
+                "or an error is no deterministic result: compare numbers, filter the warning at its source"
+            )
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.glob("book/*.ipynb")), ids=lambda p: p.name)
+def test_every_book_chapter_has_compared_cells(path):
+    rel = path.relative_to(ROOT)
+    compared = sum(labs.is_compared(c) for c in _code(path))
+    assert compared >= MIN_COMPARED, (
+        f"{rel}: {compared} compared cells, at least {MIN_COMPARED} expected; start each cell whose output "
+        "is the same on any machine under the simulator (counts, shapes, FLOPs, bytes, tracer and "
+        f"stored-reference tables, claims tables) with `# NBVAL_CHECK_OUTPUT`, then {FILL.format(path=rel)}"
+    )
 
 
 def test_every_chapter_has_book_solution_and_lab():

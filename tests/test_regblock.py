@@ -264,3 +264,30 @@ def test_compile_report_tries_every_ptxas_until_one_reads_the_ptx(tmp_path, monk
     paths["ptxas"] = [str(old)]
     with pytest.raises(RuntimeError, match="Unsupported .version"):
         regblock.compile_report(TINY_PTX, (7, 5))
+
+
+@pytest.mark.parametrize("name", ["regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch"])
+def test_thread_outputs_are_the_rows_and_columns_each_thread_reads(name):
+    """Chapter 6's micro-tile picture: thread_outputs agrees with the traced shared reads of the kernel."""
+    from cudalearn.trace import trace
+
+    kernel, cfg = regblock.build("sim")[name]
+    threads = regblock.threads_per_block(name, cfg)
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((cfg["BM"], cfg["BK"])).astype(np.float32)
+    B = rng.standard_normal((cfg["BK"], cfg["BN"])).astype(np.float32)
+    rep = trace(kernel, (1, 1), threads, A, B, np.zeros((cfg["BM"], cfg["BN"]), np.float32))
+    read = {"sAt": {}, "sB": {}}  # array -> {lane: set of word offsets read at k = 0}
+    stored = {"sAt": [], "sB": []}
+    for (_, warp, _, occurrence), requests in rep.kept_requests.items():
+        for req in requests:
+            if req.store:
+                stored[req.array] += req.addresses
+            elif warp == 0 and occurrence < max(cfg["TM"], cfg["TN"]):  # the first k of the first tile
+                for lane, addr in zip(req.lanes, req.addresses, strict=True):
+                    read[req.array].setdefault(lane, set()).add(addr)
+    for t in range(min(threads, 32)):
+        rows, cols = regblock.thread_outputs(name, cfg, t)
+        got_rows = sorted((a - min(stored["sAt"])) // 4 for a in read["sAt"][t])
+        got_cols = sorted((a - min(stored["sB"])) // 4 for a in read["sB"][t])
+        assert sorted(rows) == got_rows and sorted(cols) == got_cols, (t, rows, got_rows, cols, got_cols)

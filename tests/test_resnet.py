@@ -49,6 +49,38 @@ def test_gradients_vanish_explode_or_flow():
     assert 1e-2 < ratio[True, False] < 1e2 and 1e-2 < ratio[True, True] < 1e2
 
 
+def test_grad_norms_survive_float32_underflow():
+    # Entries of ~1e-31: nonzero in float32, but their squares (1e-62) underflow; a float32 norm says 0.
+    torch.manual_seed(0)
+    net = resnet.make_net(1, skip=False, norm=False, width=8)
+    with torch.no_grad():
+        net[-1].weight.mul_(1e-30)  # scales every gradient below the head by 1e-30
+    X, y = torch.randn(16, 64), torch.arange(16) % 10
+    norms = resnet.grad_norms(net, X, y)
+    first = resnet.weight_layers(net)[0][1].weight.grad
+    assert (first != 0).any() and first.norm().item() == 0.0  # what a float32 norm would report
+    assert 1e-33 < norms[0] < 1e-27
+    expected = first.double().pow(2).sum().sqrt().item()
+    assert norms[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_plot_grad_norms_leaves_out_what_a_log_axis_cannot_show():
+    fig = resnet.plot_grad_norms({"x": [1.0, 0.0, float("inf"), 2.0]})
+    (line,) = fig.axes[0].get_lines()
+    y = line.get_ydata()
+    assert y[0] == 1.0 and y[3] == 2.0 and np.isnan(y[1]) and np.isnan(y[2])
+
+
+def test_residual_block_diagram_names_both_paths():
+    from cudalearn.figures import residual
+
+    texts = {t.get_text() for t in residual.residual_block(skip=True).axes[0].texts}
+    assert "dL/dx = dL/dy (dF/dx + 1)" in texts and "identity shortcut: x" in texts
+    assert set(residual.BRANCH) <= texts
+    plain = {t.get_text() for t in residual.residual_block(skip=False).axes[0].texts}
+    assert "dL/dx = dL/dy dF/dx" in plain and "identity shortcut: x" not in plain
+
+
 def test_the_plus_one_on_the_jacobian():
     torch.manual_seed(0)
     block = resnet.Block(5, norm=False).double()

@@ -109,6 +109,31 @@ def test_op_categories_and_time_shares():
     assert shares["matmul"] + shares["convolution"] + shares["other"] == pytest.approx(1)
 
 
+def test_time_shares_print_no_profiler_chatter(capfd):
+    model = vit.ViT(image=8, patch=4, dim=8, depth=1, heads=2)
+    x, y = torch.randn(2, 1, 8, 8), torch.tensor([1, 2])
+    vit.time_shares(lambda: nn.functional.cross_entropy(model(x), y).backward(), cuda=False, repeat=1)
+    out, err = capfd.readouterr()
+    assert "USDT" not in out + err and "profiler_start" not in out + err
+
+
+def test_attention_cost_figure_from_formulas_and_times():
+    from cudalearn.figures import attention
+
+    tokens = attention.tokens_of(["p=16, N=196", "p=8, N=784"])
+    assert tokens == [196, 784]
+    flops = {n: vit.block_flops(n, 192) for n in tokens}
+    fig = attention.cost_against_tokens(flops, {196: 0.4, 784: 1.4}, dim=192, timed_label="test")
+    left, right = fig.axes
+    assert left.get_xscale() == left.get_yscale() == right.get_yscale() == "log"
+    measured = right.get_lines()[0]
+    assert list(measured.get_xdata()) == tokens and list(measured.get_ydata()) == [0.4, 1.4]
+    attn = left.get_lines()[1].get_ydata()
+    assert attn[1] / attn[0] == pytest.approx(16)  # 4x the tokens, 16x the attention FLOPs
+    empty = attention.cost_against_tokens(flops, None, dim=192)
+    assert "no GPU timing stored" in {t.get_text() for t in empty.axes[1].texts}
+
+
 def test_receptive_fields():
     torch.manual_seed(0)
     cnn = vit.SmallCNN(widths=(4, 4)).eval()

@@ -339,6 +339,32 @@ def student_side(experiment: Callable[..., Any], student: Any, *args: Any, **kwa
     return experiment(student, *args, **kwargs)
 
 
+def student_sources(student: Any, name: str) -> list[str]:
+    """The code of the student's `name` a check reads: under the grader, their answer cells (lab 1).
+
+    Under `cudalearn grade` the student's function reaches the checks as a handle, and the sources are
+    the answer cells the grader holds (`judge.Remote._cl_sources`: the one defining `name` first, then
+    the others, where a function it calls may be), never something asked of the student's process. In a
+    notebook it is the function's own source. A source that cannot be read fails the check: a check
+    that reads code never passes without reading it.
+    """
+    from_grader = getattr(type(student), "_cl_sources", None)
+    if callable(from_grader):
+        sources = from_grader(student)
+    else:
+        try:
+            sources = [inspect.getsource(student)]
+        except (OSError, TypeError):
+            sources = []
+    sources = [s for s in sources if isinstance(s, str)]
+    if not sources or not sources[0].strip():
+        raise AssertionError(
+            f"the source of `{name}` could not be read, so the check cannot see how it computes its "
+            f"result. Define `{name}` with a plain `def` in its exercise cell, run that cell, then this one."
+        )
+    return sources
+
+
 def _same_answer(got: Any, expected: Any) -> bool:
     """got == expected, a float to 1e-9 relative (a real number only: not None, a bool or a string)."""
     if isinstance(expected, float):

@@ -1,4 +1,4 @@
-"""The `cudalearn` command: doctor, labs, clean, grade, progress, reference, site build (all chapters)."""
+"""The `cudalearn` command: doctor, labs, clean, outputs, grade, progress, reference, site (all chapters)."""
 
 from __future__ import annotations
 
@@ -25,20 +25,49 @@ def _labs(args: argparse.Namespace) -> int:
 def _clean(args: argparse.Namespace) -> int:
     import nbformat
 
-    from cudalearn.labs import clean
+    from cudalearn.labs import committed_text, marker_problems
 
     changed = 0
+    misplaced = 0
     for folder in ("book", "solutions", "labs"):
         for path in sorted(Path(args.root, folder).glob("*.ipynb")):
             before = path.read_text()
-            nb = clean(nbformat.reads(before, as_version=4))
-            after = nbformat.writes(nb) + "\n"
+            nb = nbformat.reads(before, as_version=4)
+            for problem in marker_problems(nb):
+                misplaced += 1
+                print(f"{path}: {problem}", file=sys.stderr)
+            after = committed_text(nb)
             if after != before:
                 changed += 1
                 if not args.check:
                     path.write_text(after)
                 print(f"{'would clean' if args.check else 'cleaned'} {path}")
-    return 1 if (args.check and changed) else 0
+    return 1 if misplaced or (args.check and changed) else 0
+
+
+def _outputs(args: argparse.Namespace) -> int:
+    from cudalearn.labs import fill_outputs
+
+    failed = 0
+    for path in args.notebooks:
+        if path.parent.name == "labs":
+            print(
+                f"{path}: labs/ is generated and carries no outputs; fill solutions/{path.name}",
+                file=sys.stderr,
+            )
+            failed += 1
+            continue
+        try:
+            status = fill_outputs(path, timeout=args.timeout)
+        except RuntimeError as e:
+            print(e, file=sys.stderr)
+            failed += 1
+            continue
+        if not status:
+            print(f"{path}: no cell starts with '# NBVAL_CHECK_OUTPUT'; nothing to fill")
+        for n, word in status:
+            print(f"{path}::Cell {n}: {word}")
+    return 1 if failed else 0
 
 
 def _reference(args: argparse.Namespace) -> int:
@@ -78,9 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("labs", help="generate labs/ from solutions/, or check it is up to date")
     p.add_argument("action", choices=("build", "check"))
     p.add_argument("--root", default=".", help="the course's root folder (default: here)")
-    p = sub.add_parser("clean", help="strip outputs and metadata from the course's notebooks")
-    p.add_argument("--check", action="store_true", help="only report, exit 1 if a notebook has outputs")
+    p = sub.add_parser("clean", help="strip outputs and metadata from the notebooks, but the compared cells'")
+    p.add_argument("--check", action="store_true", help="only report; exit 1 if a notebook is not clean")
     p.add_argument("--root", default=".")
+    p = sub.add_parser(
+        "outputs", help="run notebooks under the simulator as CI's nbval does; write their compared outputs"
+    )
+    p.add_argument("notebooks", nargs="+", type=Path, help="book/ or solutions/ notebooks")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per cell (default: 600, as CI)")
     p = sub.add_parser("grade", help="grade submitted notebooks of a lab; write grades/LAB.csv and feedback")
     grading.add_arguments(p)
     p = sub.add_parser("progress", help="run your lab notebooks' checks and say which exercises pass")
@@ -97,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         from cudalearn.doctor import main as doctor_main
 
         return doctor_main()
-    commands = {"labs": _labs, "clean": _clean, "reference": _reference, "site": _site}
+    commands = {"labs": _labs, "clean": _clean, "outputs": _outputs, "reference": _reference}
+    commands["site"] = _site
     commands.update(grade=grading.command, progress=progress.command)
     return commands[args.command](args)
 

@@ -10,10 +10,20 @@ A stub inside a `@cuda.jit` kernel is `pass`, never `raise` (a real kernel
 cannot raise), so the unfinished kernel runs, writes nothing, and the check
 that follows says the exercise is not done yet. A stub elsewhere raises
 `NotImplementedError`, which the checks turn into the same message.
+
+Committed notebooks carry no outputs, except the compared cells: a code cell
+whose first line is `# NBVAL_CHECK_OUTPUT` keeps the outputs that
+`fill_outputs()` (CLI: `cudalearn outputs`) wrote from a run under the
+simulator, and CI's `pytest --nbval-lax` compares them. nbval compares a
+cell only when its committed execution count is set, so `clean()` keeps the
+count of those cells (renumbered to the cell's place) and clears every
+other. Labs carry no outputs and no marker: CI does not run them under
+nbval, so text kept there would be checked by nothing.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +39,8 @@ END_HIDDEN = "### END HIDDEN TESTS"
 STUB_COMMENT = "# YOUR CODE HERE"
 MARKDOWN_STUB = "YOUR ANSWER HERE"
 KEEP_METADATA = ("kernelspec", "language_info", "cudalearn")
+CHECK_MARKER = "# NBVAL_CHECK_OUTPUT"
+KERNEL_ENV = {"CUDALEARN_MODE": "sim", "MPLBACKEND": "Agg"}  # what `run.py test` gives nbval's kernels
 
 
 class MarkerError(ValueError):
@@ -64,10 +76,10 @@ def _in_cuda_kernel(lines: list[str], index: int, indent: int) -> bool:
 
 
 def strip_code(source: str, where: str = "cell") -> str:
-    """A solution code cell's student version: stubs for solutions, no hidden tests (all labs)."""
+    """A solution code cell's student version: stubs, no hidden tests, no compared-cell marker (all labs)."""
     lines = source.split("\n")
     out: list[str] = []
-    i = 0
+    i = 1 if lines[0].rstrip() == CHECK_MARKER else 0  # labs are not compared (the module's docstring)
     while i < len(lines):
         line = lines[i]
         marker = line.strip()
@@ -102,15 +114,166 @@ def strip_markdown(source: str) -> str:
     return pattern.sub(MARKDOWN_STUB, source)
 
 
+def is_compared(cell: nbformat.NotebookNode) -> bool:
+    """True for a code cell whose first line is CHECK_MARKER: nbval compares its outputs (all notebooks)."""
+    return cell.cell_type == "code" and cell.source.split("\n", 1)[0].rstrip() == CHECK_MARKER
+
+
+def marker_problems(nb: nbformat.NotebookNode) -> list[str]:
+    """nbval markers outside the protocol: any NBVAL comment but a first-line CHECK_OUTPUT, any nbval tag."""
+    problems = []
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for n, cell in enumerate(code):
+        lines = cell.source.split("\n")
+        for k, line in enumerate(lines):
+            text = line.strip()
+            comment = text.lstrip("#").strip()
+            if not text.startswith("#") or not comment.startswith(("NBVAL_", "PYTEST_VALIDATE_")):
+                continue
+            if k == 0 and line.rstrip() == CHECK_MARKER:
+                continue
+            where = "line 1 must read exactly" if k == 0 else f"line {k + 1}: the marker goes on line 1 as"
+            problems.append(f"Cell {n}: {text!r} ({where} {CHECK_MARKER!r}; no other nbval marker)")
+        tags = [t for t in cell.metadata.get("tags", []) if str(t).startswith(("nbval", "raises-exception"))]
+        if tags:
+            problems.append(f"Cell {n}: nbval tags {tags} (use a first-line {CHECK_MARKER!r} instead)")
+    return problems
+
+
 def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Remove outputs, execution counts, cell ids' noise and editor metadata, in place (all notebooks)."""
+    """Strip outputs, counts, editor metadata in place, but a filled compared cell's outputs (all notebooks).
+
+    A compared cell keeps its outputs only with its execution count (nbval
+    skips a cell whose count is None): the count becomes the cell's place
+    among the code cells, 1-based, and output metadata (never compared) goes,
+    so that re-running and cleaning gives the same file.
+    """
     nb.metadata = {k: v for k, v in nb.metadata.items() if k in KEEP_METADATA}
+    place = 0
     for cell in nb.cells:
         cell.metadata = {k: v for k, v in cell.metadata.items() if k in ("tags", "nbgrader")}
+        if cell.cell_type != "code":
+            continue
+        place += 1
+        if is_compared(cell) and cell.execution_count is not None:
+            cell.execution_count = place
+            for out in cell.outputs:
+                if "execution_count" in out:
+                    out.execution_count = place
+                if "metadata" in out:
+                    out.metadata = {}
+        else:
+            cell.outputs = []
+            cell.execution_count = None
+    return nb
+
+
+def strip_all_outputs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Every output and execution count removed, the compared cells' too, in place (a generated lab)."""
+    for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
     return nb
+
+
+def committed_text(nb: nbformat.NotebookNode) -> str:
+    """The exact text a cleaned notebook is committed as (clean, outputs, labs build all write it)."""
+    return nbformat.writes(clean(nb)) + "\n"
+
+
+SANITIZE_FILE = Path("tests") / "nbval-sanitize.cfg"  # under the course's root; run.py passes it to nbval
+
+
+def _comparable(outputs: list, patterns: list[tuple[str, str]]) -> list:
+    """A cell's outputs as nbval compares them: no metadata, no counts, strings through the sanitize file."""
+
+    def sanitize(v):
+        if isinstance(v, dict):
+            return {k: sanitize(x) for k, x in v.items()}
+        for regex, replace in patterns if isinstance(v, str) else ():
+            v = re.sub(regex, replace, v)
+        return v
+
+    return [
+        sanitize({k: v for k, v in o.items() if k not in ("metadata", "execution_count")}) for o in outputs
+    ]
+
+
+def _sanitize_patterns(notebook: Path) -> list[tuple[str, str]]:
+    """The (regex, replace) pairs of the sanitize file of the course holding `notebook` (nbval's reader)."""
+    from nbval.plugin import get_sanitize_patterns
+
+    for folder in notebook.resolve().parents:
+        if (folder / SANITIZE_FILE).is_file():
+            return get_sanitize_patterns((folder / SANITIZE_FILE).read_text())
+    return []
+
+
+def fill_outputs(path: Path | str, timeout: float = 600.0) -> list[tuple[int, str]]:
+    """Run a notebook under the simulator as CI's nbval does; write its compared cells' outputs only.
+
+    The kernel is the notebook's own (its kernelspec, as nbval starts it), in
+    the notebook's folder, with `KERNEL_ENV` over this process's
+    environment; streams are merged with nbval's own `coalesce_streams`.
+    Returns (nbval cell number, "filled" | "changed" | "unchanged") for each
+    compared cell, compared through the course's sanitize file as nbval
+    compares them; raises RuntimeError when a cell fails or a compared cell
+    clears or updates its output (nbval keeps what Jupyter would replace).
+    """
+    import os
+
+    from nbclient import NotebookClient
+    from nbval.plugin import coalesce_streams
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    metadata = copy.deepcopy(nb.metadata)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    compared = [n for n, c in enumerate(code) if is_compared(c)]
+    if not compared:
+        return []
+    patterns = _sanitize_patterns(path)
+    before = {n: (code[n].execution_count, _comparable(code[n].outputs, patterns)) for n in compared}
+    unstable: set[int] = set()
+
+    class _Client(NotebookClient):
+        def process_message(self, msg, cell, cell_index):
+            if is_compared(cell) and msg["msg_type"] in ("clear_output", "update_display_data"):
+                unstable.add(cell_index)
+            return super().process_message(msg, cell, cell_index)
+
+    client = _Client(
+        nb,
+        timeout=timeout,
+        resources={"metadata": {"path": str(path.parent.resolve())}},
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
+    )
+    try:
+        client.execute(env={**os.environ, **KERNEL_ENV})
+    except Exception as e:
+        raise RuntimeError(f"{path}: the notebook does not run clean under the simulator:\n{e}") from None
+    client.nb.metadata = metadata  # the kernel's language_info (its Python version) is not ours to commit
+    places = [i for i, c in enumerate(client.nb.cells) if c.cell_type == "code"]
+    code = [client.nb.cells[i] for i in places]
+    if unstable:
+        cells = sorted(places.index(i) for i in unstable)
+        raise RuntimeError(
+            f"{path}: compared cells {cells} clear or update their output (a progress bar, a display "
+            "handle); nbval keeps every message, Jupyter shows the last: print the final text once instead"
+        )
+    status = []
+    for n in compared:
+        cell = code[n]
+        cell.outputs = coalesce_streams(cell.outputs)
+        count, old = before[n]
+        same = old == _comparable(cell.outputs, patterns)
+        word = "filled" if count is None else "unchanged" if same else "changed"
+        status.append((n, word))
+    text = committed_text(client.nb)
+    if path.read_text() != text:
+        path.write_text(text)
+    return status
 
 
 def has_markers(nb: nbformat.NotebookNode) -> bool:
@@ -123,7 +286,7 @@ def make_lab(solution: Path) -> str:
     nb = nbformat.read(solution, as_version=4)
     if not has_markers(nb):
         raise MarkerError(f"{solution}: no '{BEGIN_SOLUTION}' marker, so the lab would have no exercise")
-    clean(nb)
+    strip_all_outputs(clean(nb))
     for n, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             cell.source = strip_code(cell.source, f"{solution.name} cell {n}")

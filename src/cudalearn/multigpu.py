@@ -226,3 +226,98 @@ def step_ms(fn, devices, *, steps: int = 10, warmup: int = 3, repeat: int = 3) -
         synchronize(devices)
         times.append((time.perf_counter() - t0) * 1e3 / steps)
     return {"median_ms": statistics.median(times), "min_ms": min(times), "steps": steps, "repeat": repeat}
+
+
+def split_step_figures(cfg, batch: int, steps: int) -> dict:
+    """Chapter 7's `ch7.split_step`: a training step timed unsplit, in two columns on one GPU and on two.
+
+    Each row holds `step_ms`'s figures and images/s; the split rows also
+    the bytes their step moved between the columns; with two GPUs,
+    `copy_gbs` is the speed of a 256 MiB copy from one GPU to the other.
+    """
+    import gc
+
+    import torch
+
+    from cudalearn.nn.alexnet import TrainStep
+
+    plans = {
+        "unsplit, one GPU": dict(devices=("cuda:0",)),
+        "two columns, one GPU": dict(devices=("cuda:0", "cuda:0"), split=True),
+    }
+    if gpu_count() >= 2:
+        plans["two columns, two GPUs"] = dict(devices=("cuda:0", "cuda:1"), split=True)
+    rows = {}
+    for name, kw in plans.items():
+        step = TrainStep(cfg, batch, **kw)
+        t = step_ms(step, step.devices, steps=steps)
+        rows[name] = {**t, "images_per_s": batch / (t["median_ms"] * 1e-3)}
+        if kw.get("split"):
+            step.net.traffic.reset()
+            step()
+            synchronize(step.devices)
+            rows[name]["bytes_per_step"] = step.net.traffic.total()
+        del step
+        gc.collect()
+        torch.cuda.empty_cache()
+    out = {"batch": batch, "rows": rows}
+    if gpu_count() >= 2:
+        a = torch.empty(2**26, device="cuda:0")  # 256 MiB of float32
+        b = torch.empty(2**26, device="cuda:1")
+        t = step_ms(lambda: b.copy_(a), ("cuda:0", "cuda:1"), steps=10)
+        out["copy_gbs"] = 4 * 2**26 / (t["median_ms"] * 1e-3) / 1e9
+    return out
+
+
+def figures(key: str, measure, *, gpus: int = 1) -> tuple[dict | None, str]:
+    """`reference.figures`, measuring only where this process has `gpus` GPUs, else stored (Chapter 7).
+
+    A figure that needs two GPUs (a split step, a data-parallel step) is
+    neither measured nor recorded on a one-GPU machine, so the stored
+    two-GPU run is never replaced by a partial one.
+    """
+    from cudalearn import device, reference
+
+    have = gpu_count()
+    if device.mode() != "gpu" or have >= gpus:
+        return reference.figures(key, measure)
+    stored, data = reference.lookup(key)
+    if stored is None:
+        return None, f"not measured: this figure needs {gpus} GPUs, this process has {have}"
+    return stored, f"reference run on {reference.label(data)} (this figure needs {gpus} GPUs, here {have})"
+
+
+def _grouped_conv_ms(c_in: int, c_out: int, h: int, kernel: int, padding: int, batch: int, steps: int):
+    """(grouped, as two halves): ms of forward + backward of one groups=2 convolution on cuda:0."""
+    import torch
+
+    def conv(i, o, groups=1):
+        return torch.nn.Conv2d(i, o, kernel, 1, padding, groups=groups).to("cuda:0")
+
+    x = torch.randn(batch, c_in, h, h, device="cuda:0", requires_grad=True)
+    grouped, left, right = conv(c_in, c_out, 2), conv(c_in // 2, c_out // 2), conv(c_in // 2, c_out // 2)
+    a, b = x[:, : c_in // 2], x[:, c_in // 2 :]
+    one = step_ms(lambda: grouped(x).sum().backward(), ("cuda:0",), steps=steps)["median_ms"]
+    two = step_ms(lambda: (left(a).sum() + right(b).sum()).backward(), ("cuda:0",), steps=steps)["median_ms"]
+    return one, two
+
+
+def grouped_conv_figures(cfg, batch: int, steps: int = 20) -> dict:
+    """Chapter 7's `ch7.grouped_conv`: each grouped convolution timed as one, and as two halves.
+
+    For the convolutions of `cfg` whose columns do not exchange (conv2,
+    conv4, conv5 in 2012), on `batch` random inputs on cuda:0: forward +
+    backward of one `groups=2` convolution, and of two ordinary
+    convolutions of half the channels each (what the two columns run), in
+    milliseconds (`step_ms`).
+    """
+    from cudalearn.nn.alexnet import CONVS
+
+    out: dict = {"batch": batch}
+    for name in CONVS[1:]:
+        if cfg.groups(name) == 2:
+            spec = cfg.convs[CONVS.index(name)]
+            c_in, c_out, h = cfg.input_shape(name)[0], cfg.output_shape(name)[0], cfg.input_shape(name)[1]
+            one, two = _grouped_conv_ms(c_in, c_out, h, spec.kernel, spec.padding, batch, steps)
+            out[name] = {"grouped_ms": one, "halves_ms": two}
+    return out

@@ -510,7 +510,17 @@ def _is_construct(node: ast.AST, construct: str, fn: Any) -> bool:
 
 
 def _construct_line(fn: Any, construct: str) -> int | None:
-    """Line number of the first code in `fn` of the kind `construct` (the compiler gave no line)."""
+    """Line number of the first code in `fn` of the kind `construct` (the compiler gave no line).
+
+    A kernel the grader rebuilt is read from the syntax tree its rebuilder verified (real line
+    numbers), never from source text a student controls.
+    """
+    from cudalearn.trace.execute import verified_tree
+
+    fdef = verified_tree(fn)
+    if fdef is not None:
+        hits = [n.lineno for n in ast.walk(fdef) if hasattr(n, "lineno") and _is_construct(n, construct, fn)]
+        return min(hits) if hits else None
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):

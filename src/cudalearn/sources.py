@@ -42,6 +42,8 @@ class Claim:
     def __post_init__(self) -> None:
         if (self.key is None) == (self.value is None):
             raise ValueError(f"Claim {self.claim!r}: give exactly one of key= (a stored figure) or value=")
+        if self.holds is None and not self.note:
+            raise ValueError(f"Claim {self.claim!r}: without holds=, note= must say why there is no verdict")
 
 
 def _cell(text: str) -> str:
@@ -57,7 +59,8 @@ def row(c: Claim) -> tuple[str, str, str, str, str]:
         on = reference.label(data) if figures is not None else "no stored run"
     if figures is None:
         return c.claim, c.source, "not measured", on, "untested"
-    verdict = c.holds(figures) if c.holds is not None else None
+    verdict = None if c.holds is None else c.holds(figures)
+    verdict = None if verdict is None else bool(verdict)  # numpy's bool_, a count: a truth value
     word = {True: "holds", False: "does not hold", None: "see note"}[verdict]
     if c.note:
         word = f"{word}: {c.note}"

@@ -211,7 +211,7 @@ class Results:
         if self.source == "reference" and not any(r.get("median_ms") for r in self.rows):
             return f"{self.key}: {self.label} (the candidates ran once on the simulator; no GPU time to show)"
         where = "measured on" if self.source == "measured" else "reference run on"
-        lines = [f"{self.key}: {where} {self.label}" + (f", size {self.size}" if self.size else "")]
+        lines = [f"{self.key}: {where} {self.label}"] + ([f"size {self.size}"] if self.size else [])
         lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
         lines += ["  ".join(v.ljust(w) for v, w in zip(b, widths, strict=True)) for b in body]
         if self.baseline:

@@ -79,6 +79,28 @@ MUTATIONS = [
         r"dtype float32, expected float64",
         ("C = np.zeros((m, n))", "C = np.zeros((m, n), dtype=np.float32)"),
     ),
+    wrong(
+        "ml-asarray-at",
+        "matmul_loops",
+        "converts the check's arrays with np.asarray (plain arrays accept @), then uses @",
+        r"uses @.*Python loops",
+        code=LOOPS_HEAD + "    return np.asarray(A) @ np.asarray(B)\n",
+    ),
+    wrong(
+        "ml-getattr",
+        "matmul_loops",
+        "reaches np.matmul through getattr, on plain copies of the arrays",
+        r"uses getattr.*by their names",
+        code=LOOPS_HEAD + '    return getattr(np, "mat" + "mul")(np.array(A), np.array(B))\n',
+    ),
+    wrong(
+        "ml-zero-inputs",
+        "matmul_loops",
+        "zeroes A and B in place and returns zeros (A @ B of the zeroed inputs)",
+        r"is wrong at",
+        code=LOOPS_HEAD
+        + "    C = np.zeros((A.shape[0], B.shape[1]))\n    A[...] = 0\n    B[...] = 0\n    return C\n",
+    ),
     valid(
         "ml-ikj",
         "matmul_loops",

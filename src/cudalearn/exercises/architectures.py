@@ -610,6 +610,7 @@ def check_patchify(
         n = (h // p) * (w // p)
         out = checks.empty_output((b, n, c * p * p), np.float32)
         griddim, blockdim = patchify_launch(img.shape, p, threads)
+        expected = _patchify_spec(img, p)  # before the launch (which gets a copy of img all the same)
         try:
             got = checks.run_kernel(kernel, griddim, blockdim, img, out, np.int32(p))[1]
         except AssertionError as e:
@@ -617,7 +618,6 @@ def check_patchify(
                 raise
             hint = _patchify_out_of_bounds(kernel, (griddim, blockdim), (img, out, np.int32(p)))
             raise AssertionError(f"for img {img.shape}, p={p}: {e}{hint}") from None
-        expected = _patchify_spec(img, p)
         name = f"out for img {img.shape}, p={p}"
         if not _is_close(got, expected) and not np.isnan(got).all():
             for why, a in _patchify_mistakes(img, p).items():

@@ -19,6 +19,7 @@ tracer's findings (which thread, which array, which line).
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -328,6 +329,63 @@ class _Forbidden(Exception):
     """A NumPy product called where lab 1 asks for loops."""
 
 
+# Names that hide what they call from a reader of the code: a product could be behind any of them.
+HIDDEN_CALLS = (
+    "getattr",
+    "eval",
+    "exec",
+    "compile",
+    "__import__",
+    "globals",
+    "vars",
+    "operator",
+    "importlib",
+)
+_PRODUCT_DUNDERS = ("__matmul__", "__rmatmul__", "__imatmul__", "__array_ufunc__", "__array_function__")
+
+
+def _product_use(node: Any) -> str | None:
+    """What a node of a lab 1 answer uses that is or may hide a product (`@`, np.dot, getattr...), or None."""
+    import ast
+
+    banned = (*FORBIDDEN_PRODUCTS, *HIDDEN_CALLS, *_PRODUCT_DUNDERS, "_LoopsOnly")
+    if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
+        return "@"
+    if isinstance(node, ast.Attribute) and node.attr in banned:
+        numpy = ast.unparse(node.value) in ("np", "numpy", "np.linalg", "numpy.linalg")
+        return (
+            f"np.{node.attr}" if numpy else f".{node.attr}" if node.attr in FORBIDDEN_PRODUCTS else node.attr
+        )
+    if isinstance(node, ast.Name) and node.id in banned:
+        return node.id
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        modules = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+        for name in modules:
+            if name and set(name.split(".")) & set(banned):
+                return name
+    return None
+
+
+def _product_in_source(sources: Sequence[str]) -> tuple[str, str] | None:
+    """(what, the line) of the first NumPy product, or name hiding one, in a lab 1 answer's sources, or None.
+
+    A source that does not parse is skipped: such a cell defines nothing, so it cannot hold a helper.
+    """
+    import ast
+
+    for source in sources:
+        text = textwrap.dedent(source)
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        found = [(n.lineno, n.col_offset, w) for n in ast.walk(tree) if (w := _product_use(n)) is not None]
+        if found:
+            line, _, what = min(found)
+            return what, text.splitlines()[line - 1].strip()
+    return None
+
+
 def _loops_only(matmul_loops: Callable[..., Any], A: np.ndarray, B: np.ndarray) -> dict:
     """Lab 1, run where the student's code lives: matmul_loops(A, B) on arrays refusing NumPy's products."""
     try:
@@ -359,12 +417,38 @@ def check_matmul_loops(
 ) -> None:
     """Lab 1: matmul_loops(A, B) equals A @ B for rectangular float64 (m, k, n) sizes, with no NumPy product.
 
-    A and B are given as arrays on which @, .dot, np.dot, np.matmul, np.einsum and the like raise, in the
-    process where the student's code runs (`checks.student_side`), so a call to them is named.
+    First the answer's code is read (`checks.student_sources`: under the grader, the answer cells it
+    holds, never the student's object): `@`, a NumPy product, or a name that hides what it calls
+    (getattr, eval...) fails; code that cannot be read fails too, after the run below. Then A and B
+    are given as arrays on which @, .dot, np.dot, np.matmul, np.einsum and the like raise, in the
+    process where the student's code runs (`checks.student_side`), which names a product called from
+    a helper defined elsewhere. Expected values are computed before the call, which gets views of A
+    and B.
     """
+    try:
+        sources, unread = checks.student_sources(matmul_loops, "matmul_loops"), None
+    except AssertionError as e:  # e.g. np.matmul passed itself: the run below may name it; else this fails
+        sources, unread = [], e
+    found = _product_in_source(sources)
+    if found is not None:
+        what, line = found
+        product = what == "@" or what.split(".")[-1] in FORBIDDEN_PRODUCTS
+        raise AssertionError(
+            f"`matmul_loops` uses {what} (in `{line}`): the exercise asks for the product written with "
+            f"Python loops (for i, for j, for p: acc += A[i, p] * B[p, j]), not NumPy's product"
+            + (
+                "."
+                if product
+                else "; code that computes names at run time or reaches into NumPy's or the check's "
+                "machinery (getattr, eval, __matmul__, _LoopsOnly) hides what it calls: call functions "
+                "by their names."
+            )
+        )
     rng = _rng(2)
     for m, k, n in sizes or [(1, 1, 1), (3, 4, 5), (6, 2, 3)]:
         A, B = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+        expected = A @ B  # before the call: the student's function gets views of A and B
+        A0, B0 = A.copy(), B.copy()
         call = f"matmul_loops(A{A.shape}, B{B.shape})"
         r = checks.student_side(_loops_only, matmul_loops, A, B)
         if r.get("not_done"):
@@ -382,11 +466,13 @@ def check_matmul_loops(
             )
         got = r["got"]
         try:
-            checks.check_close(got, A @ B, name=call, rtol=1e-9, atol=1e-12)
+            checks.check_close(got, expected, name=call, rtol=1e-9, atol=1e-12)
         except AssertionError as e:
             if "is wrong at" not in str(e):
                 raise
-            raise AssertionError(f"{str(e).split(' Hint: ')[0]} Hint: {_loops_hint(got, A, B)}") from None
+            raise AssertionError(f"{str(e).split(' Hint: ')[0]} Hint: {_loops_hint(got, A0, B0)}") from None
+    if unread is not None:
+        raise unread
 
 
 def check_matmul_flops(matmul_flops: Callable[[int, int, int], int]) -> None:

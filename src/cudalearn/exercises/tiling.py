@@ -216,7 +216,8 @@ def _run_matmul(kernel: Any, tile: int, m: int, k: int, n: int, seed: int, out: 
     A, B = _matmul_problem(_rng(seed), m, k, n)
     griddim, blockdim = tiled.launch_config(m, n, tile)
     C = checks.empty_output((m, n)) if out is None else out
-    return checks.run_kernel(kernel, griddim, blockdim, A, B, C)[2], A @ B
+    expected = A @ B  # before the launch (which gets copies of A and B all the same)
+    return checks.run_kernel(kernel, griddim, blockdim, A, B, C)[2], expected
 
 
 def _check_matmuls(kernel: Any, tile: int, triples: Sequence[tuple[int, int, int]], seed: int) -> None:

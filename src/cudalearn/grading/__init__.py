@@ -5,8 +5,11 @@
     cudalearn grade 02 --nbgrader-source course/   # the lab as an nbgrader source notebook
 
 writes `grades/LAB.csv` (student, lab, each test's points and status,
-total) and `grades/feedback/LAB/STUDENT.md` (each test: passed, or the
-check's own message saying why not).
+total, the students whose answers are identical, the feedback file) and
+`grades/feedback/LAB/STUDENT.md` (each test: passed, or the check's own
+message saying why not). Run as root, student code runs as `nobody`
+(`--user NAME` for another user, `--user root` to keep root with its
+capabilities dropped).
 
 How a submission is graded
 --------------------------
@@ -50,6 +53,23 @@ Threat model: what is defended
 A submission is hostile code. Whatever it does in its own process, by
 design it cannot change a verdict:
 
+- what is submitted: each notebook is read once, opened without following
+  links or blocking, as a regular file of at most 64 MiB; a symbolic link
+  (to the solution or a classmate's notebook), a named pipe, a device or a
+  larger file gets a row of errors saying why, and every other student is
+  graded all the same (any failure on one notebook is that student's
+  row). Names map to distinct, safe feedback files; identical answers (or
+  identical files, or the solution notebook itself) are listed per student;
+
+- code in the judge: the judge never runs a line of student code except a
+  kernel's syntax tree that `rebuild` verified (pure arithmetic on arrays;
+  no attribute stores, no writes to globals, which reach it as read-only
+  copies); the tracer instruments that tree itself and never re-reads
+  source text a student controls (`inspect`'s scan for a `def` line can be
+  steered); the judge's own work for one test stops at the notebook limit
+  and costs only that test; hidden tests that read a student's code get
+  the answer cells the judge holds (`checks.student_sources`), never the
+  source of an object the student returns;
 - monkeypatching the check functions, numpy, `cudalearn` or builtins, in an
   answer cell or inside a function the check calls: the patches land in the
   sandbox, and the checks run in the judge;
@@ -64,12 +84,32 @@ design it cannot change a verdict:
   test that was running gets 0 with a message saying which limit, the
   judge restarts the sandbox, replays the context and the answers that
   did not crash, and grades the remaining tests;
+- limits for the whole process tree: where the grader can make cgroups
+  (v2, or v1's memory, pids and freezer: as root on most Linux machines)
+  each judge and its sandboxes share a group, and each sandbox has its own
+  memory limit (every process together, shared mappings and tmpfs files
+  included; no swap) and 2048 processes and threads; the group is emptied
+  when the judge ends, and the judge has a memory limit of its own (at
+  least 4 GiB) besides RLIMIT_DATA and the grader's deadline; replies on
+  the channel are at most 256 MiB;
+- processes it leaves: where the kernel allows namespaces (as root, or
+  through a user namespace), the sandbox lives in its own PID, mount and
+  IPC namespaces: when its process ends, the namespace's init ends and the
+  kernel kills every process in it (setsid, double forks, re-forking
+  orphans); System V shared memory vanishes with it; /proc shows only its
+  own processes;
 - writing files: the sandbox runs in an empty temporary folder (its HOME
-  too), deleted afterwards; with Landlock it cannot write anywhere else;
+  too), deleted afterwards; with namespaces that folder, /tmp, /var/tmp and
+  /dev/shm are fresh tmpfs mounts of bounded size that vanish with it;
+  with Landlock it cannot write anywhere else;
 - reading the hidden tests or solutions: the sandbox receives only the
   lab's visible cells and the student's own code; its command line,
   environment and folder hold no path to them. The judge and the grader
   are made non-dumpable (no ptrace or /proc/PID/mem by the same user).
+  As an unprivileged user (the default when grading as root) it cannot
+  read root's files (/etc/shadow); a Python under a folder that user
+  cannot enter (a pyenv in /root) is shown to it alone, through a tmpfs
+  laid over that folder in its mount namespace.
   With Landlock (Linux 5.13+, used when the kernel has it) the sandbox can
   read only the Python installation, the imported packages and system
   folders (and /proc, where Landlock still denies other processes' memory
@@ -84,10 +124,16 @@ design it cannot change a verdict:
 Limits: what is not defended
 ----------------------------
 - Without Landlock (another OS, an old kernel, `--no-landlock`), the student
-  process runs as the grader's user and can read any file that user can,
-  the solutions included, and signal the grader. Then run the grader as
-  root with `--user NAME` (student code runs as NAME) or in a container
-  that holds only the submissions.
+  process can read any file its user can: as a non-root grader that is the
+  grader's user, the solutions included. Then grade as root (student code
+  runs as `nobody`) or in a container that holds only the submissions.
+- Without cgroups (a non-root grader, most containers) memory is limited
+  per process (RLIMIT_DATA, which does not count shared mappings) and the
+  process count is not limited; without namespaces, processes are ended by
+  process group and as orphans re-parented to the judge (a process that
+  escapes both survives), /dev/shm is closed to it, and the files it
+  writes are limited per file, not in total. The grader warns and says so
+  in each student's feedback notes.
 - The course's own package is importable in the sandbox: a student can call
   the reference kernels in `cudalearn.kernels` instead of writing theirs.
   That is an honesty question, not an isolation one.
@@ -108,8 +154,9 @@ Limits: what is not defended
   an autograd graph of a tensor the student's code returned (an experiment
   does that part where the graph lives).
 - Student code can use the network over UDP, and over TCP without Landlock
-  ABI 4. It can start processes; they are killed with the sandbox's
-  process group, and orphans are reaped by the judge (a subreaper).
+  ABI 4 (no network namespace: a lab may need the loopback).
+- Identical answers are found by exact content only; a copy with renamed
+  variables is not flagged.
 """
 
 import argparse
@@ -144,7 +191,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-j", "--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2), help="notebooks at once"
     )
-    p.add_argument("--user", help="run student code as this OS user (the grader must run as root)")
+    p.add_argument(
+        "--user",
+        help="run student code as this OS user (the grader must run as root; default as root: nobody; "
+        "'root' keeps root with its capabilities dropped)",
+    )
     p.add_argument("--no-landlock", action="store_true", help="do not confine student code with Landlock")
     p.add_argument("--root", default=".", help="the course's root folder (default: here)")
     p.add_argument(
@@ -168,8 +219,10 @@ def python_command(module: str, *args: str) -> list[str]:
     root = str(Path(__file__).resolve().parents[2])
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
     paths = list(dict.fromkeys([root, *extra]))
+    # It dies with the process that started it (PR_SET_PDEATHSIG): a grader killed mid-class leaves no judge.
+    die = "sys.platform.startswith('linux') and __import__('ctypes').CDLL(None).prctl(1, 9, 0, 0, 0)"
     boot = (
-        f"import sys; sys.path[:0] = {paths!r}; import runpy; "
+        f"import sys; {die}; sys.path[:0] = {paths!r}; import runpy; "
         f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
     )
     return [sys.executable, "-I", "-B", "-c", boot, *args]

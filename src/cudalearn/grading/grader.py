@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import hashlib
+import itertools
 import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -22,9 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudalearn.grading import lab as lab_mod
-from cudalearn.grading import match, python_command
+from cudalearn.grading import match, process, python_command
 
 STATUSES = ("passed", "failed", "error", "timeout", "crashed", "memory")
+SOLUTION_MARK = "(the solution notebook)"  # in the `identical to` column
+DEFAULT_USER = "nobody"  # student code runs as this user when the grader is root and no --user is given
+JUDGE_MEMORY_MB = 4096  # the judge's own memory limit, at least (it holds the lab's arrays and a reply)
 
 
 @dataclass
@@ -51,6 +58,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     isolation: dict = field(default_factory=dict)
     grader_error: str = ""
+    same_as: list[str] = field(default_factory=list)  # students whose answers are identical
 
     @property
     def total(self) -> float:
@@ -74,9 +82,14 @@ class Limits:
 
 
 def check_user(user: str) -> None:
-    """Raise ValueError unless student code can run as `user`: it exists and can reach this Python."""
+    """Raise ValueError unless student code can run as `user`: it exists and can reach this Python.
+
+    A Python in a folder closed to `user` (a pyenv under /root) is fine when the sandbox can make a mount
+    namespace: there it lays a tmpfs over the closed folder holding only the Python's own folders.
+    """
     import pwd
-    import stat
+
+    from cudalearn.grading.sandbox import closed_folder, probe_namespaces
 
     try:
         pw = pwd.getpwnam(user)
@@ -89,17 +102,24 @@ def check_user(user: str) -> None:
         os.path.realpath(sys.prefix),
         os.path.realpath(sys.base_prefix),
     }:
-        path = Path(target)
-        for folder in [*reversed(path.parents), path]:
-            st = folder.stat()
-            mine = st.st_uid == pw.pw_uid and st.st_mode & stat.S_IXUSR
-            others = st.st_mode & stat.S_IXOTH
-            group = st.st_gid == pw.pw_gid and st.st_mode & stat.S_IXGRP
-            if not (mine or others or group):
-                raise ValueError(
-                    f"user {user!r} cannot use this Python: {folder} is closed to it (mode "
-                    f"{stat.filemode(st.st_mode)}); install the course in a virtual environment it can read"
-                )
+        folder = closed_folder(target, pw.pw_uid, pw.pw_gid)
+        if folder is not None and probe_namespaces() != "root":
+            mode = stat.filemode(os.stat(folder).st_mode)
+            raise ValueError(
+                f"user {user!r} cannot use this Python: {folder} is closed to it (mode {mode}) and this "
+                f"kernel gives the grader no mount namespace to open it; install the course in a virtual "
+                f"environment {user!r} can read, pass --user NAME for a user that can, or --user root to "
+                f"run student code as root with its capabilities dropped (it can then read root's files)"
+            )
+
+
+def student_user(limits: Limits) -> Limits:
+    """The limits with the user student code runs as: --user, else DEFAULT_USER when the grader is root."""
+    if limits.user == "root":
+        return dataclasses.replace(limits, user=None)  # explicitly asked for: root, capabilities dropped
+    if limits.user or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return limits
+    return dataclasses.replace(limits, user=DEFAULT_USER)
 
 
 def resolve_lab(lab: str | Path, root: str | Path = ".") -> Path:
@@ -115,20 +135,110 @@ def resolve_lab(lab: str | Path, root: str | Path = ".") -> Path:
 
 
 def find_submissions(paths: list[str | Path]) -> list[tuple[str, Path]]:
-    """(student, notebook) pairs: a file is a student; in a folder, one student per subfolder or file."""
+    """(student, notebook) pairs: a file is a student; in a folder, one student per subfolder or file.
+
+    Inside a folder nothing is followed: a symbolic link (to the solution, to another student's work),
+    a named pipe or a device named like a notebook is listed all the same, and `read_submission` refuses
+    it, so its student gets a row that says why.
+    """
     found: list[tuple[str, Path]] = []
     for p in map(Path, paths):
         if p.is_dir():
-            for f in sorted(p.rglob("*.ipynb")):
-                rel = f.relative_to(p)
-                if any(part.startswith(".") for part in rel.parts):
-                    continue  # .ipynb_checkpoints and hidden folders
-                found.append((rel.parts[0] if len(rel.parts) > 1 else f.stem, f))
-        elif p.exists():
+            for top, dirs, files in os.walk(p, followlinks=False):
+                rel_top = Path(top).relative_to(p)
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .ipynb_checkpoints, hidden
+                for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+                    f = Path(top, name)
+                    if name.startswith(".") or not (name.endswith(".ipynb") or f.is_symlink()):
+                        continue
+                    rel = rel_top / name
+                    found.append((rel.parts[0] if len(rel.parts) > 1 else f.stem, f))
+                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(top, d))]
+        elif p.exists() or p.is_symlink():
             found.append((p.stem, p))
         else:
             raise FileNotFoundError(f"no such submission: {p}")
     return found
+
+
+class _Submitted:
+    """A submission's bytes, read once, as `match.read` reads a path (stat().st_size and read_bytes())."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stat(self) -> os.stat_result:
+        return os.stat_result((0, 0, 0, 1, 0, 0, len(self.data), 0, 0, 0))
+
+    def read_bytes(self) -> bytes:
+        return self.data
+
+
+def read_submission(path: Path) -> bytes:
+    """A submission's bytes: a regular file (no link followed), read once, at most match's size limit.
+
+    Raises match.SubmissionError saying why not (a link, a pipe, a device, too large).
+    """
+    limit = match.MAX_NOTEBOOK_BYTES
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if os.path.islink(path):
+            raise match.SubmissionError(
+                "it is a symbolic link, not a file: only the notebook itself can be graded"
+            ) from None
+        raise match.SubmissionError(f"it cannot be opened ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else kind
+            raise match.SubmissionError(f"it is {kind}, not a notebook file")
+        if st.st_size > limit:
+            raise match.SubmissionError(
+                f"the file is {st.st_size >> 20} MiB, over the {limit >> 20} MiB limit"
+            )
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise match.SubmissionError(f"the file is over the {limit >> 20} MiB limit")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Submission:
+    """One submitted notebook as read once: its bytes' digest, the parsed notebook or why it is unreadable."""
+
+    student: str
+    path: Path
+    notebook: object = None
+    error: str = ""
+    digest: str = ""
+    mtime: float = 0.0
+    is_solution: bool = False
+
+
+def load_submission(student: str, path: Path, solution: bytes) -> Submission:
+    """Read and parse one submission once; never raises (an unreadable one carries its reason)."""
+    sub = Submission(student, path)
+    try:
+        data = read_submission(path)
+        sub.mtime = os.lstat(path).st_mtime
+        sub.is_solution = data == solution  # graded (an instructor's own check), and flagged
+        sub.notebook = match.read(_Submitted(data))
+        sub.digest = hashlib.sha256(data).hexdigest()
+    except (match.SubmissionError, OSError) as e:
+        sub.error = str(e)
+    except Exception as e:  # a notebook that breaks the parser: this student's row, not the class's
+        sub.error = f"it could not be read ({type(e).__name__}: {e})"
+    return sub
 
 
 def _all_tests(lab: lab_mod.Lab, status: str, message: str) -> list[TestResult]:
@@ -163,22 +273,50 @@ def job_for(lab: lab_mod.Lab, answers: list[match.Answer], limits: Limits) -> di
     }
 
 
-def _run_judge(job: dict, limits: Limits) -> dict:
-    """Run one judge process; a backstop kills it (and so its sandbox) if it overruns."""
+def _run_judge(job: dict, limits: Limits, group: process.Cgroup | None = None) -> dict:
+    """Run one judge process with its own memory limit; a backstop kills it and its sandboxes if it overruns.
+
+    `group` (a cgroup) holds the judge and every sandbox it starts; it is emptied when the judge ends.
+    """
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    env.pop(process.CGROUP_ENV, None)
+    judge_group = None
+    if group is not None:
+        try:
+            mem = judge_memory(limits) << 20
+            judge_group = group.child("judge", memory_bytes=mem, pids=process.PIDS_LIMIT)
+            env[process.CGROUP_ENV] = group.spec
+        except OSError:
+            judge_group = None
     proc = subprocess.Popen(
         python_command("cudalearn.grading.judge"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        env={**os.environ, "MPLBACKEND": "Agg"},
+        env=env,
     )
+    try:
+        if judge_group is not None:
+            judge_group.add(proc.pid)
+        if hasattr(os, "prlimit"):
+            mem = judge_memory(limits) << 20
+            import resource
+
+            os.prlimit(proc.pid, resource.RLIMIT_DATA, (mem, mem))  # with no cgroup, the judge alone
+    except OSError:
+        pass
     try:
         out, err = proc.communicate(json.dumps(job).encode(), timeout=limits.timeout + 120)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
+        if group is not None:
+            group.kill()
         proc.communicate()
         return {"fatal": f"the judge overran the time limit ({limits.timeout:g} s) by more than 120 s"}
+    finally:
+        if group is not None:
+            group.kill()  # whatever the judge left (a sandbox of a judge that died): nothing stays
     try:
         return json.loads(out)
     except ValueError:
@@ -189,15 +327,30 @@ def _run_judge(job: dict, limits: Limits) -> dict:
         }
 
 
-def grade_one(lab: lab_mod.Lab, student: str, path: Path, limits: Limits) -> Result:
+def judge_memory(limits: Limits) -> int:
+    """MiB of memory for the judge of one notebook: its checks hold copies of the sandbox's arrays."""
+    return max(JUDGE_MEMORY_MB, 2 * limits.memory_mb)
+
+
+def grade_one(
+    lab: lab_mod.Lab,
+    student: str,
+    path: Path,
+    limits: Limits,
+    notebook: object = None,
+    group: process.Cgroup | None = None,
+) -> Result:
     """Grade one submitted notebook of `lab` (the student's code runs in other processes only)."""
-    try:
-        nb = match.read(path)
-    except (match.SubmissionError, OSError) as e:
-        return Result(student, lab.name, path, _all_tests(lab, "error", f"could not read your notebook: {e}"))
-    answers = match.find_answers(lab, nb)
+    limits = student_user(limits)
+    if notebook is None:
+        sub = load_submission(student, path, b"")
+        if sub.error:
+            msg = f"could not read your notebook: {sub.error}"
+            return Result(student, lab.name, path, _all_tests(lab, "error", msg))
+        notebook = sub.notebook
+    answers = match.find_answers(lab, notebook)
     notes = [a.note for a in answers if a.note]
-    raw = _run_judge(job_for(lab, answers, limits), limits)
+    raw = _run_judge(job_for(lab, answers, limits), limits, group)
     if "fatal" in raw:
         msg = f"the grader failed on this notebook ({raw['fatal']}); ask your instructor to look at it"
         res = Result(student, lab.name, path, _all_tests(lab, "error", msg), notes, grader_error=raw["fatal"])
@@ -229,46 +382,158 @@ def grade(
 ) -> list[Result]:
     """Grade every submission of LAB; write OUT/LAB.csv and OUT/feedback/LAB/STUDENT.md unless out is None."""
     plan = lab_mod.load(resolve_lab(lab, root))
+    limits = student_user(limits)
     if limits.user:
         check_user(limits.user)
-    subs = _one_per_student(plan, _unique(find_submissions(submissions)))
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = list(pool.map(lambda s: _graded(plan, *s, limits), subs))
+    solution = plan.path.read_bytes()
+    subs = [load_submission(s, p, solution) for s, p in _unique(find_submissions(submissions))]
+    picked = _one_per_student(plan, subs)
+    top = grader_cgroup()
+    notes = containment_notes(limits, cgroup=top is not None)
+    seq = itertools.count(1)
+
+    def run(entry: tuple[Submission, list[Path]]) -> Result:
+        group = None
+        if top is not None:
+            try:
+                group = top.child(f"n{next(seq)}")
+            except OSError:
+                group = None
+        return _graded(plan, *entry, limits, group, notes)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            results = list(pool.map(run, picked))
+    finally:
+        if top is not None:
+            top.kill()
+    mark_identical(plan, results, {s.student: s for s, _ in picked})
     if out is not None:
         write(plan, results, Path(out))
     return results
 
 
-def _graded(plan: lab_mod.Lab, student: str, path: Path, others: list[Path], limits: Limits) -> Result:
-    result = grade_one(plan, student, path, limits)
+def grader_cgroup() -> process.Cgroup | None:
+    """A cgroup for this grading run, where each judge gets its own; None where the kernel refuses."""
+    base = process.Cgroup.base()
+    if base is None:
+        return None
+    try:
+        top = base.child(f"cudalearn-grade-{os.getpid()}")
+    except OSError:
+        return None
+    try:
+        top.child("probe", memory_bytes=64 << 20, pids=8).kill()  # limits can really be set below it
+    except OSError:
+        top.kill()
+        return None
+    return top
+
+
+def containment_notes(limits: Limits, cgroup: bool) -> list[str]:
+    """What this machine cannot enforce, in a student's feedback words (empty when everything holds)."""
+    from cudalearn.grading.sandbox import landlock_abi, probe_namespaces
+
+    notes = []
+    if not cgroup:
+        notes.append(
+            "this grading machine gave the grader no cgroup: the memory limit held for each of your "
+            "notebook's processes, not for all of them together, and shared memory was not counted."
+        )
+    if not probe_namespaces():
+        notes.append(
+            "this grading machine gave the grader no PID or mount namespace: processes your code started "
+            "were ended by process group and as orphans, and /dev/shm was closed to your code."
+        )
+    if limits.landlock and not landlock_abi():
+        notes.append("this grading machine has no Landlock: your code could read every file its OS user can.")
+    return notes
+
+
+def _graded(
+    plan: lab_mod.Lab,
+    sub: Submission,
+    others: list[Path],
+    limits: Limits,
+    group: process.Cgroup | None = None,
+    notes: list[str] = (),
+) -> Result:
+    """Grade one student's picked notebook; any failure becomes that student's error row, not the class's."""
+    if sub.error:
+        msg = f"could not read your notebook: {sub.error}"
+        result = Result(sub.student, plan.name, sub.path, _all_tests(plan, "error", msg))
+    else:
+        try:
+            result = grade_one(plan, sub.student, sub.path, limits, sub.notebook, group)
+        except Exception as e:  # a grader bug on this notebook: reported on its row
+            msg = f"the grader failed on this notebook ({type(e).__name__}: {e}); ask your instructor"
+            result = Result(
+                sub.student, plan.name, sub.path, _all_tests(plan, "error", msg), grader_error=str(e)
+            )
+            print(f"cudalearn grade: {sub.path}: {type(e).__name__}: {e}", file=sys.stderr)
     if others:
         names = ", ".join(p.name for p in others)
         result.notes.insert(
-            0, f"your folder also holds {names}; {path.name} was graded (it has the most answers)."
+            0, f"your folder also holds {names}; {sub.path.name} was graded (it has the most answers)."
         )
+    result.notes += [f"grading: {n}" for n in notes]
     return result
 
 
-def _answered(plan: lab_mod.Lab, path: Path) -> int:
+def _answered(plan: lab_mod.Lab, sub: Submission) -> int:
     """How many exercises a notebook answers (found and edited): picks a student's notebook."""
-    try:
-        answers = match.find_answers(plan, match.read(path))
-    except (match.SubmissionError, OSError):
+    if sub.error:
         return -1
+    answers = match.find_answers(plan, sub.notebook)
     stubs = {e.number: match._norm(e.cell.student_source) for e in plan.exercises}
     return sum(1 for a in answers if a.code is not None and match._norm(a.code) != stubs[a.exercise])
 
 
-def _one_per_student(plan: lab_mod.Lab, subs: list[tuple[str, Path]]) -> list[tuple[str, Path, list[Path]]]:
+def _one_per_student(plan: lab_mod.Lab, subs: list[Submission]) -> list[tuple[Submission, list[Path]]]:
     """One notebook per student: the one that answers the most exercises, then the newest."""
-    groups: dict[str, list[Path]] = {}
-    for student, path in subs:
-        groups.setdefault(student, []).append(path)
+    groups: dict[str, list[Submission]] = {}
+    for sub in subs:
+        groups.setdefault(sub.student, []).append(sub)
     picked = []
-    for student, paths in groups.items():
-        ranked = sorted(paths, key=lambda p: (_answered(plan, p), p.stat().st_mtime), reverse=True)
-        picked.append((student, ranked[0], ranked[1:]))
+    for group in groups.values():
+        ranked = sorted(group, key=lambda s: (_answered(plan, s), s.mtime), reverse=True)
+        picked.append((ranked[0], [s.path for s in ranked[1:]]))
     return picked
+
+
+def mark_identical(plan: lab_mod.Lab, results: list[Result], subs: dict[str, Submission]) -> None:
+    """Flag students whose graded answers are the same code (or whose files are the same bytes)."""
+    stubs = {e.number: match._norm(e.cell.student_source) for e in plan.exercises}
+    keys: dict[str, list[str]] = {}
+    for r in results:
+        sub = subs.get(r.student)
+        if sub is None or sub.error:
+            continue
+        answers = match.find_answers(plan, sub.notebook)
+        code = [match._norm(a.code or "") for a in answers]
+        if any(a.code is not None and match._norm(a.code) != stubs[a.exercise] for a in answers):
+            keys.setdefault("answers:" + hashlib.sha256("\0".join(code).encode()).hexdigest(), []).append(
+                r.student
+            )
+        keys.setdefault("file:" + sub.digest, []).append(r.student)
+    by_student = {r.student: r for r in results}
+    for group in keys.values():
+        if len(group) > 1:
+            for name in group:
+                r = by_student[name]
+                r.same_as = sorted(set(r.same_as) | (set(group) - {name}))
+    for r in results:
+        sub = subs.get(r.student)
+        if sub is not None and sub.is_solution:
+            r.same_as = [SOLUTION_MARK, *r.same_as]
+            r.notes.append("this file is the course's solution notebook itself, hidden tests included.")
+    for r in results:
+        others = [name for name in r.same_as if name != SOLUTION_MARK]
+        if others:
+            r.notes.append(
+                f"your answers are identical to those of {len(others)} other submission(s); your "
+                f"instructor sees which."
+            )
 
 
 def _unique(subs: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
@@ -285,28 +550,47 @@ def _cell(text: str) -> str:
 
 
 def safe_name(name: str) -> str:
-    """A file name for a student."""
-    return re.sub(r"[^\w.-]+", "_", name).strip("._") or "student"
+    """A file name for a student (letters, digits, '.', '-', '_'; at most 100 characters)."""
+    return re.sub(r"[^\w.-]+", "_", name).strip("._")[:100] or "student"
+
+
+def feedback_names(students: list[str]) -> dict[str, str]:
+    """A distinct, safe feedback file stem per student: names that map to one file get -2, -3, ...
+
+    Distinct regardless of case too, so that no two files collide on a case-insensitive disk.
+    """
+    taken: set[str] = set()
+    names = {}
+    for student in sorted(set(students)):
+        stem, n = safe_name(student), 1
+        while (candidate := stem if n == 1 else f"{stem}-{n}").lower() in taken:
+            n += 1
+        taken.add(candidate.lower())
+        names[student] = candidate
+    return names
 
 
 def write(lab: lab_mod.Lab, results: list[Result], out: Path) -> None:
     """Write the grade table OUT/LAB.csv and one feedback file per student."""
     out.mkdir(parents=True, exist_ok=True)
+    files = feedback_names([r.student for r in results])
     with open(out / f"{lab.name}.csv", "w", newline="") as f:
         w = csv.writer(f)
         head = ["student", "lab"]
         for t in lab.tests:
             head += [f"{t.test_id} points", f"{t.test_id} status"]
-        w.writerow(head + ["total", "max", "notebook"])
+        w.writerow(head + ["total", "max", "notebook", "identical to", "feedback"])
         for r in results:
             row = [_cell(r.student), r.lab]
             for t in r.tests:
                 row += [f"{t.points:g}", t.status]
-            w.writerow(row + [f"{r.total:g}", f"{r.max_total:g}", _cell(str(r.path))])
+            same = _cell(" ".join(r.same_as))
+            row += [f"{r.total:g}", f"{r.max_total:g}", _cell(str(r.path)), same, f"{files[r.student]}.md"]
+            w.writerow(row)
     fb = out / "feedback" / lab.name
     fb.mkdir(parents=True, exist_ok=True)
     for r in results:
-        (fb / f"{safe_name(r.student)}.md").write_text(feedback(r))
+        (fb / f"{files[r.student]}.md").write_text(feedback(r))
 
 
 def feedback(r: Result) -> str:
@@ -354,15 +638,22 @@ def command(args: argparse.Namespace) -> int:
     if not args.submissions:
         print("cudalearn grade: give at least one submission (a notebook or a folder)", file=sys.stderr)
         return 2
-    if args.user:
+    limits = student_user(
+        Limits(args.timeout, args.cell_timeout, args.memory, landlock=not args.no_landlock, user=args.user)
+    )
+    if limits.user:
         try:
-            check_user(args.user)
+            check_user(limits.user)
         except ValueError as e:
             print(f"cudalearn grade: {e}", file=sys.stderr)
             return 2
-    limits = Limits(
-        args.timeout, args.cell_timeout, args.memory, landlock=not args.no_landlock, user=args.user
-    )
+    elif args.user == "root":
+        print("warning: --user root: student code runs as root (capabilities dropped)", file=sys.stderr)
+    top = grader_cgroup()
+    if top is not None:
+        top.kill()
+    for note in containment_notes(limits, cgroup=top is not None):
+        print(f"warning: {note}", file=sys.stderr)
     try:
         results = grade(path, args.submissions, out=args.out, limits=limits, jobs=args.jobs, root=args.root)
     except FileNotFoundError as e:
@@ -373,7 +664,7 @@ def command(args: argparse.Namespace) -> int:
         statuses = " ".join(f"{t.test_id}={t.status}" for t in r.tests)
         print(f"{r.student:<{width}}  {r.total:g}/{r.max_total:g}  {statuses}")
     ran = [r for r in results if r.isolation]
-    if ran and not any(r.isolation.get("landlock") for r in ran) and not args.user:
+    if ran and not any(r.isolation.get("landlock") for r in ran) and not limits.user:
         print(
             "warning: Landlock is not available here, so student code could read any file this user can "
             "(the solutions too). Grade as root with --user NAME, or in a container.",

@@ -30,10 +30,12 @@ import keyword
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import types
 from typing import Any
 
 import numpy as np
@@ -52,6 +54,10 @@ class TimeLimit(GradingInterrupt):
     """The student's code ran past the time limit."""
 
     status = "timeout"
+
+
+class JudgeTimeLimit(TimeLimit):
+    """The judge's own work on a cell (a trace of the student's kernel) ran past the notebook's time limit."""
 
 
 class ProcessDied(GradingInterrupt):
@@ -121,6 +127,11 @@ class Remote:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._cl_judge.call(self, args, kwargs)
+
+    def _cl_sources(self) -> list[str]:
+        """`checks.student_sources`: the answer cells the judge holds for this name, never asked of it."""
+        name = self.__dict__.get("_cl_trace")
+        return self._cl_judge.sources_of(name) if name else []
 
     def _cl_experiment(self, experiment: Any, args: tuple, kwargs: dict) -> Any:
         """`checks.student_side`: experiment(this object, *args) run in the student's process; data back."""
@@ -424,10 +435,9 @@ class Judge:
                 if isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
                 else "kernel"
             )
-            if name not in self.noops:
-                scope: dict = {}
-                exec(f"def {name}():\n    pass", scope)
-                self.noops[name] = cuda.jit(scope[name])
+            if name not in self.noops:  # named without compiling any text: the name is the student's
+                code = _noop.__code__.replace(co_name=name, co_qualname=name)
+                self.noops[name] = cuda.jit(types.FunctionType(code, {}, name))
             self.noops[name][1, 1]()
         if type(copies) is int and copies > 0:
             if self.probe is None:
@@ -438,8 +448,32 @@ class Judge:
     # Cells ------------------------------------------------------------------------
 
     def _run_here(self, source: str, name: str) -> None:
+        """Run an instructor's cell here, stopped at the notebook's time limit (+1 s) whatever it is doing.
+
+        The judge's own work (a trace of the student's kernel, rebuilt here, whose loops the student
+        wrote) counts against the notebook's limit; waits on the student's process have their own
+        deadlines, which come first.
+        """
         code = self.transform(source)
-        exec(compile(code, f"<{name}>", "exec"), self.ns)
+
+        def overrun(signum: int, frame: Any) -> None:
+            raise JudgeTimeLimit(
+                f"the grader was still checking your answer (e.g. tracing your kernel, whose loops run here "
+                f"one thread at a time) when the notebook's time limit ({self.job['timeout']:g} s) was "
+                f"reached; does a loop of your kernel run much longer for some sizes or threads?"
+            )
+
+        previous = signal.signal(signal.SIGALRM, overrun)
+        signal.setitimer(signal.ITIMER_REAL, max(self.deadline - time.monotonic(), 0) + 1.0)
+        try:
+            exec(compile(code, f"<{name}>", "exec"), self.ns)
+        except JudgeTimeLimit:
+            if self.sandbox is not None:
+                self.sandbox.kill()  # the alarm may have cut an exchange short: start afresh if needed
+            raise
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
 
     def _bind(self, ex: int, names: list[str]) -> None:
         for name in names:
@@ -451,6 +485,17 @@ class Judge:
             if isinstance(value, Remote):
                 value.__dict__["_cl_trace"] = name  # a kernel the tracer may ask for: rebuilt from source
             self.ns[name] = value
+
+    def sources_of(self, name: str) -> list[str]:
+        """The graded answer cell of the exercise defining `name`, then the other answer cells ([]: none).
+
+        The other cells come too because a function there can be what `name` calls.
+        """
+        mine = [str(n) for n, names in self.job["names"].items() if name in names]
+        if not mine or not isinstance(self.job["answers"].get(mine[0]), str):
+            return []
+        cells = sorted(self.job["answers"].items(), key=lambda kv: kv[0] != mine[0])
+        return [code for _, code in cells if isinstance(code, str)]
 
     def rebuilt(self, name: str) -> Any:
         """The kernel `name` rebuilt in the judge from the answer cells' source, for the memory tracer."""
@@ -613,6 +658,10 @@ class Judge:
         if self.sandbox is not None:
             self.sandbox.kill()
         return {"tests": tests, "notes": self.notes, "isolation": self.isolation, "restarts": self.restarts}
+
+
+def _noop() -> None:
+    """The body of the no-op kernels `Judge._replay` launches under the student's kernel names."""
 
 
 def _namespace() -> tuple[dict, Any]:

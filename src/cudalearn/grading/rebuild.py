@@ -13,7 +13,17 @@ own device functions, themselves checked, no name starting with `__`,
 builtins reduced to `range`, `min`, `max`...), and only then compiles it
 in the judge with names resolved there: the judge's `cuda`, `math`,
 `numpy` and Numba types, the instructor's constants, and the student's
-constants as plain data fetched from their process.
+constants as plain data fetched from their process (arrays among them as
+read-only copies). A kernel stores only into its own arrays: an attribute
+assignment (`math.sqrt = ...`) or a write into a global is refused, so a
+trace cannot change the judge's modules or the instructor's arrays.
+
+The tracer is handed the verified syntax tree itself (`trace.execute.
+use_tree`), with the cell's line numbers, and instruments that; it never
+reads a rebuilt kernel's source back (inspect's search for a `def` line
+can be steered into text nobody checked, such as a decorator's string).
+The line cache of the answer cell holds only the verified defs' lines, the
+rest blank, so messages that quote a kernel line quote verified text.
 
 Link between what runs and what is traced: the kernel traced is the one
 whose `def` binds the exercise's name at the top level of an answer cell,
@@ -111,15 +121,17 @@ class Rebuilder:
         self.defs: dict[str, tuple[ast.FunctionDef, str]] = {}
         self.assigned: dict[str, int] = {}
         self.done: dict[str, Any] = {}
+        self.cells: dict[str, list[str]] = {}  # filename -> the answer cell's lines
         for ex, code in sorted(answers.items()):
             if code is None:
                 continue
             try:
                 tree = ast.parse(code)
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
             filename = f"<exercise {ex} source>"
-            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            self.cells[filename] = code.splitlines(True)
+            linecache.cache[filename] = (0, None, ["\n"] * len(self.cells[filename]), filename)
             for stmt in tree.body:
                 for name in self._bound(stmt):
                     self.assigned[name] = self.assigned.get(name, 0) + 1
@@ -154,6 +166,8 @@ class Rebuilder:
             what = "a device function (device=True)" if device else "a kernel"
             raise Unsafe(f"`{name}` is used as {what} but is not declared as one")
         self.done[name] = None  # recursion guard
+        from cudalearn.trace import execute as trace_execute
+
         env = self._check(fdef)
         fdef_copy = ast.FunctionDef(
             name=fdef.name,
@@ -166,14 +180,30 @@ class Rebuilder:
         )
         ast.copy_location(fdef_copy, fdef)
         node = ast.fix_missing_locations(ast.Module(body=[fdef_copy], type_ignores=[]))
+        env[trace_execute.REBUILT] = True
         exec(compile(node, filename, "exec"), env)
         fn = env[name]
+        trace_execute.use_tree(fn, fdef_copy)  # the tracer instruments this tree, never a re-read source
+        self._show(filename, fdef)
         if device:
             from numba import cuda
 
             fn = cuda.jit(device=True)(fn)
         self.done[name] = fn
         return fn
+
+    def _show(self, filename: str, fdef: ast.FunctionDef) -> None:
+        """Put a verified def's lines (not its decorators) in the line cache; other lines stay blank.
+
+        Messages quote kernel lines from the line cache (and a reader of source, such as inspect, would
+        find there only text that was verified), with the answer cell's own line numbers.
+        """
+        cell = self.cells[filename]
+        _, _, shown, _ = linecache.cache.get(filename, (0, None, ["\n"] * len(cell), filename))
+        shown = list(shown)
+        for i in range(fdef.lineno - 1, (fdef.end_lineno or fdef.lineno)):
+            shown[i] = cell[i]
+        linecache.cache[filename] = (sum(map(len, shown)), None, shown, filename)
 
     def _check(self, fdef: ast.FunctionDef) -> dict:
         """Check every node of a kernel's def; return the namespace to compile it in."""
@@ -203,11 +233,27 @@ class Rebuilder:
                     env[node.id] = self._resolve(node.id, where)
         for node in nodes:  # then attributes and calls, against what those names are
             where = f"line {getattr(node, 'lineno', fdef.lineno)}"
+            if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
+                self._check_store(node, local, where)
             if isinstance(node, ast.Attribute):
                 self._check_attribute(node, local, env, where)
             if isinstance(node, ast.Call):
                 self._check_call(node.func, local, env, where)
         return env
+
+    @staticmethod
+    def _check_store(node: ast.Attribute | ast.Subscript, local: set, where: str) -> None:
+        """A kernel stores into its own arrays only: never an attribute, never a global's element."""
+        if isinstance(node, ast.Attribute):
+            raise Unsafe(f"{where}: `{ast.unparse(node)} = ...` assigns an attribute; a kernel cannot")
+        root = node.value
+        while isinstance(root, (ast.Subscript, ast.Attribute)):
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id in local):
+            raise Unsafe(
+                f"{where}: `{ast.unparse(node)} = ...` writes into a global; a kernel writes only into "
+                f"the arrays it is passed and its own shared or local arrays"
+            )
 
     def _chain(self, node: ast.expr) -> list[str] | None:
         parts = []
@@ -277,12 +323,36 @@ class Rebuilder:
                 raise Unsafe(f"{where}: the value of `{name}` could not be read from your notebook") from None
             if isinstance(value, self.remote) or not _is_data(value):
                 raise Unsafe(f"{where}: `{name}` is not a number, tuple or array the grader can use")
-            return value
+            return _frozen(value)
         if name in self.namespace and not isinstance(self.namespace[name], self.remote):
-            return self.namespace[name]
+            value = self.namespace[name]
+            if not (_is_data(value) or self._is_numba_object(value) or _is_module(value)):
+                raise Unsafe(
+                    f"{where}: `{name}` is not a number, array, Numba object or module a kernel uses"
+                )
+            return _frozen(value)
         if name in BUILTINS:
             return getattr(builtins, name)
         raise Unsafe(f"{where}: `{name}` is not defined")
+
+
+def _is_module(value: Any) -> bool:
+    """One of the modules a kernel may name: numba.cuda, math, numpy, numba."""
+    import numba
+    from numba import cuda
+
+    return any(value is m for m in (cuda, math, np, numba))
+
+
+def _frozen(value: Any) -> Any:
+    """A kernel's global as it sees it: arrays as read-only copies (the judge's own stay untouched)."""
+    if isinstance(value, np.ndarray):
+        value = value.copy()
+        value.flags.writeable = False
+        return value
+    if isinstance(value, tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 def _is_data(value: Any) -> bool:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 MAX_DEPTH = 32
+STALL_SECONDS = 30.0  # a frame's writer gives up when its reader took none of it for this long
 MAX_ITEMS = 1_000_000
 ARRAY_KINDS = "biufc"  # bool, int, uint, float, complex: no objects, strings or records
 BUILTIN_TYPES = {t.__name__: t for t in (int, float, complex, bool, str, bytes)}
@@ -62,15 +63,26 @@ class Deadline(Exception):
 # Framing ----------------------------------------------------------------------
 
 
-def send(fd: int, header: dict, buffers: list[bytes] = ()) -> None:
-    """Write one frame: the JSON `header` (with the buffer sizes added) and the raw `buffers`."""
+def send(fd: int, header: dict, buffers: list[bytes] = (), deadline: float | None = None) -> None:
+    """Write one frame: the JSON `header` (with the buffer sizes added) and the raw `buffers`.
+
+    On a non-blocking `fd` (the judge's end) a reader that stops reading cannot hold the writer: past
+    `deadline`, or STALL_SECONDS without progress when there is none, it raises Deadline.
+    """
     header = dict(header, _b=[len(b) for b in buffers])
     js = json.dumps(header, allow_nan=True, separators=(",", ":")).encode()
     body = [struct.pack("<QI", 4 + len(js) + sum(len(b) for b in buffers), len(js)), js, *buffers]
     for part in body:
         view = memoryview(part).cast("B")
         while view:
-            n = os.write(fd, view)
+            try:
+                n = os.write(fd, view)
+            except BlockingIOError:
+                end = time.monotonic() + STALL_SECONDS if deadline is None else deadline
+                wait = end - time.monotonic()
+                if wait <= 0 or not select.select([], [fd], [], wait)[1]:
+                    raise Deadline() from None
+                continue
             view = view[n:]
 
 

@@ -285,13 +285,21 @@ def bias_relu_dropout(Z, b, mask, s, Y):
 # 8-byte accesses: two float32 columns per load and store ---------------------------------------
 #
 # On the H200 the fused kernel above stays well below the copy's bandwidth although it moves only
-# 9/8 of the copy's bytes: it is limited by instructions, not by DRAM. Each element costs three
-# loads (Z, b, the mask byte), a store, and the index arithmetic of four 2-D accesses. Numba has no
+# 9/8 of the copy's bytes, and Nsight Compute shows neither its DRAM (55% of peak) nor its SMs (68%,
+# the copy's own share) saturated (data/ncu/h200_chain_ncu.json). Each element costs three loads
+# (Z, b, the mask byte), a store, and the index arithmetic of four 2-D accesses. Numba has no
 # float2 loads, but viewing a float32 array as float64 makes every load and store move two
-# neighbouring columns: half the memory instructions and half the index arithmetic per byte.
+# neighbouring columns: twice the bytes per memory instruction, 64% of the instructions in all.
 
 #: Pairs of columns each thread of the paired kernel handles (2 was the fastest of 2, 4, 8 on the H200).
 PAIRS = 2
+
+#: {name: (value, meaning)} of the chain kernels' launch constants, as Chapter 5 prints them.
+CONSTANTS = {
+    "BLOCK_2D": (BLOCK_2D, "threads of a block (x, y): one warp along a row, 8 rows"),
+    "EPT": (EPT, "elements of a row each thread of the 4-byte chain kernels handles"),
+    "PAIRS": (PAIRS, "pairs of columns (8 bytes each) each thread of the paired kernel handles"),
+}
 
 if config.ENABLE_CUDASIM:  # the simulator runs device code as Python: NumPy reinterprets the bits
 

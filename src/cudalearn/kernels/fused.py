@@ -186,6 +186,11 @@ class Tiles:
         """blockdim (x, y) of the matrix-product kernels."""
         return (self.bn // self.tn, self.bm // self.tm)
 
+    def thread_outputs(self, tx: int, ty: int) -> tuple[list[int], list[int]]:
+        """(rows, columns) of the block's output tile that thread (tx, ty) computes: strided by TY, TX."""
+        threads_x, threads_y = self.threads
+        return [ty + i * threads_y for i in range(self.tm)], [tx + j * threads_x for j in range(self.tn)]
+
     def launch(self, m: int, n: int):
         """(griddim, blockdim) of a matrix-product kernel for an (m, n) output."""
         return (math.ceil(n / self.bn), math.ceil(m / self.bm)), self.threads
@@ -201,22 +206,44 @@ GPU_TILES = Tiles()
 SIM_TILES = Tiles(bm=8, bn=8, bk=4, tm=2, tn=2, tt=8, tr=2)
 
 
+def constants(cfg: Tiles = GPU_TILES, pad: int = 1) -> dict[str, tuple[int, str]]:
+    """{name: (value, meaning)} of every constant the register-blocked kernels use (Chapter 5).
+
+    The one place these are computed: `make_blocked` builds its kernels from
+    them and Chapter 5 prints them as a table.
+    """
+    TX, TY = cfg.threads
+    NT = TX * TY
+    if cfg.bm * cfg.bk % NT or cfg.bk * cfg.bn % NT or cfg.tt % cfg.tr:
+        raise ValueError(f"tile sizes {cfg} do not divide evenly among the threads")
+    return {
+        "BM": (cfg.bm, "rows of the output tile one block computes"),
+        "BN": (cfg.bn, "columns of that output tile"),
+        "BK": (cfg.bk, "step along k: the shared tiles are (BM, BK) of A and (BK, BN) of B"),
+        "TM": (cfg.tm, "rows of the patch of outputs each thread keeps in registers"),
+        "TN": (cfg.tn, "columns of that patch"),
+        "TX": (TX, "threads of a block along x (columns): BN / TN"),
+        "TY": (TY, "threads of a block along y (rows): BM / TM"),
+        "NT": (NT, "threads of a block: TX * TY"),
+        "A_LOADS": (cfg.bm * cfg.bk // NT, "elements of the A tile each thread copies to shared memory"),
+        "B_LOADS": (cfg.bk * cfg.bn // NT, "elements of the B tile each thread copies"),
+        "BKP": (cfg.bk + pad, "row length of the transposed tile in the weight gradient: BK + padding"),
+        "TT": (cfg.tt, "side of the square tile that sgd_transpose transposes"),
+        "TR": (cfg.tr, "rows of threads in sgd_transpose's block: each thread does TT / TR rows"),
+        "TTP": (cfg.tt + 1, "row length of that tile: TT plus the padding column"),
+    }
+
+
 def make_blocked(cfg: Tiles, pad: int = 1):
     """The register-blocked kernels for one Tiles configuration; `pad`: the padding column (Chapter 5).
 
     Returns a dict name -> kernel: linear_forward, linear_backward_input,
-    linear_backward_weight, sgd_transpose.
+    linear_backward_weight, sgd_transpose. Their constants come from `constants(cfg, pad)`.
     """
-    BM, BN, BK, TM, TN = cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn
-    TX, TY = cfg.threads  # threads along x (columns) and y (rows)
-    NT = TX * TY
-    A_LOADS = BM * BK // NT  # elements of the A tile each thread loads
-    B_LOADS = BK * BN // NT  # elements of the B tile each thread loads
-    BKP = BK + pad  # row length of the transposed X tile: the padding column
-    TT, TR = cfg.tt, cfg.tr
-    TTP = TT + 1  # the transposing tile's rows, with the padding column
-    if BM * BK % NT or BK * BN % NT or TT % TR:
-        raise ValueError(f"tile sizes {cfg} do not divide evenly among the threads")
+    c = {name: value for name, (value, _) in constants(cfg, pad).items()}
+    BM, BN, BK, TM, TN, TX, TY, NT = (c[n] for n in ("BM", "BN", "BK", "TM", "TN", "TX", "TY", "NT"))
+    A_LOADS, B_LOADS, BKP = c["A_LOADS"], c["B_LOADS"], c["BKP"]
+    TT, TR, TTP = c["TT"], c["TR"], c["TTP"]
 
     @cuda.jit
     def linear_forward(X, W, b, Y, relu):

@@ -28,7 +28,9 @@ def matmul_naive_swapped(A, B, C):
     """C = A @ B with thread (x, y) computing C[x, y]: the same work, uncoalesced (Chapter 2).
 
     Threads next to each other in x now walk down a column of A and write
-    a column of C, a whole row apart: each warp touches 32 sectors.
+    a column of C, a whole row apart: with (16, 16) blocks a warp spans 16
+    rows, so each of its loads of A and stores of C touches 16 sectors
+    where matmul_naive's touch two.
     """
     row, col = cuda.grid(2)
     if row < C.shape[0] and col < C.shape[1]:

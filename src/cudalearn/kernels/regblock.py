@@ -208,6 +208,16 @@ def make_regblock_2d_simple(BM, BN, BK, TM, TN):
     return regblock_2d_simple
 
 
+@cuda.jit(device=True, inline="always")
+def vec_offset(i, t, R):
+    """Offset in its block tile of a thread's i-th row (or column) in the last two kernels (Chapter 6).
+
+    Thread index t along that direction, R threads along it: groups of four neighbours, the group of
+    thread t at 4 * t, the next group R * 4 further on, so a warp's groups are side by side.
+    """
+    return (i // VEC) * R * VEC + t * VEC + i % VEC
+
+
 def make_outer_product(TM, TN, RX, RY):
     """The inner step of the last two kernels: TM + TN 128-bit-friendly shared reads, TM * TN FMAs (Ch. 6).
 
@@ -219,9 +229,9 @@ def make_outer_product(TM, TN, RX, RY):
     def outer_product(sAt, sB, k, tx, ty, a, b, acc):
         """acc += sAt[k, our rows] (outer) sB[k, our columns]; rows and columns four at a time."""
         for i in range(TM):  # rows 4 * ty + (0..3), then RY * 4 further on: one 128-bit load each
-            a[i] = sAt[k, (i // VEC) * RY * VEC + ty * VEC + i % VEC]
+            a[i] = sAt[k, vec_offset(i, ty, RY)]
         for j in range(TN):
-            b[j] = sB[k, (j // VEC) * RX * VEC + tx * VEC + j % VEC]
+            b[j] = sB[k, vec_offset(j, tx, RX)]
         for i in range(TM):
             for j in range(TN):
                 acc[i, j] += a[i] * b[j]
@@ -237,9 +247,9 @@ def make_store_block(TM, TN, RX, RY):
     def store_block(C, acc, row0, col0, tx, ty, interior):
         """C[our rows, our columns] = acc, skipping what lies outside C."""
         for i in range(TM):
-            r = row0 + (i // VEC) * RY * VEC + ty * VEC + i % VEC
+            r = row0 + vec_offset(i, ty, RY)
             for j in range(TN):
-                c = col0 + (j // VEC) * RX * VEC + tx * VEC + j % VEC
+                c = col0 + vec_offset(j, tx, RX)
                 if interior or (r < C.shape[0] and c < C.shape[1]):
                     C[r, c] = acc[i, j]
 
@@ -391,6 +401,21 @@ def launch_config(kernel_name, cfg, m, n):
     """(griddim, blockdim) of `kernel_name` with tiles `cfg` for an (m, n) C; x along columns (Chapter 6)."""
     grid = ((n + cfg["BN"] - 1) // cfg["BN"], (m + cfg["BM"] - 1) // cfg["BM"])
     return grid, threads_per_block(kernel_name, cfg)
+
+
+def thread_outputs(kernel_name, cfg, t):
+    """(rows, cols) of the block tile whose C elements thread t computes, for the 2-D kernels (Chapter 6).
+
+    regblock_2d_simple: a contiguous TM x TN block; the last two kernels: groups of four rows and four
+    columns spread by `vec_offset` (its Python function, so the picture follows the kernel's rule).
+    """
+    RX, RY = cfg["BN"] // cfg["TN"], cfg["BM"] // cfg["TM"]
+    tx, ty = t % RX, t // RX
+    if kernel_name == "regblock_2d_simple":
+        rows = [ty * cfg["TM"] + i for i in range(cfg["TM"])]
+        return rows, [tx * cfg["TN"] + j for j in range(cfg["TN"])]
+    offset = vec_offset.py_func
+    return [offset(i, ty, RY) for i in range(cfg["TM"])], [offset(j, tx, RX) for j in range(cfg["TN"])]
 
 
 FACTORIES = {

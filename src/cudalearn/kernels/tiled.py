@@ -27,7 +27,7 @@ _SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 
 
 def make_tiled_matmul(TILE):
-    """A tiled C = A @ B kernel for (TILE, TILE) blocks: tiles of A and B in shared memory (Chapter 3)."""
+    """Tiled C = A @ B for (TILE, TILE) blocks: tiles of A and B in shared memory (Chapter 3)."""
 
     @cuda.jit
     def matmul_tiled(A, B, C):

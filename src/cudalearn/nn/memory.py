@@ -235,3 +235,104 @@ def memory_cap(nbytes: int, devices: Sequence[str | torch.device]) -> Iterator[N
         for d in devices:
             torch.cuda.set_per_process_memory_fraction(1.0, d)
         torch.cuda.empty_cache()
+
+
+def oom_variants(cfg: AlexNetConfig, batch: int, gpus: int) -> dict[str, dict]:
+    """Chapter 7's out-of-memory remedies as `TrainStep` settings, by name (the stored figures' keys)."""
+    lowp = torch.bfloat16
+    if gpus and torch.cuda.get_device_capability()[0] < 8:
+        lowp = torch.float16  # GPUs before sm_80 have no bfloat16 tensor cores
+    variants = {
+        "float32, unsplit": {},
+        "smaller batch (a quarter)": {"batch": batch // 4},
+        f"lower precision ({str(lowp).split('.')[1]} autocast)": {"amp": lowp},
+        "activation checkpointing": {"checkpoint": True},
+    }
+    if gpus >= 2:
+        variants["split over two GPUs"] = {"split": True}
+    return variants
+
+
+def attempt(cfg: AlexNetConfig, batch: int, kw: dict, cap: int | None = None) -> dict:
+    """Two training steps of one variant, under a memory cap if given: what it needed, or the error."""
+    import gc
+
+    from cudalearn import multigpu
+    from cudalearn.nn.alexnet import TrainStep
+
+    kw = dict(kw)
+    b = kw.pop("batch", batch)
+    devices = ("cuda:0", "cuda:1") if kw.get("split") else ("cuda:0",)
+    base = {d: torch.cuda.memory_allocated(d) for d in devices}
+    for d in devices:
+        torch.cuda.reset_peak_memory_stats(d)  # the reserved peak covers the whole attempt
+    step = None
+    try:
+        with memory_cap(cap, devices) if cap else contextlib.nullcontext():
+            step = TrainStep(cfg, b, devices, **kw)
+            step()  # the first step creates the gradients and the momentum buffers
+            multigpu.synchronize(devices)
+            held = {d: torch.cuda.memory_allocated(d) - base[d] for d in devices}
+            peak = peak_bytes(step, devices)
+            reserved = {d: torch.cuda.max_memory_reserved(d) for d in devices}
+            ms = multigpu.step_ms(step, devices, steps=3, warmup=0, repeat=1)["median_ms"]
+        return {
+            "fits": True,
+            "held": held,
+            "peak": {d: peak[d] - base[d] for d in devices},
+            "reserved": reserved,
+            "ms": ms,
+            "batch": b,
+        }
+    except torch.OutOfMemoryError as e:
+        return {"fits": False, "error": str(e)[:700], "batch": b}
+    finally:
+        step = None
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def saved_by_unsplit_step(cfg: AlexNetConfig, batch: int) -> int:
+    """Bytes autograd saves in one forward pass of the unsplit float32 step on cuda:0 (batch left out)."""
+    import gc
+
+    import torch.nn.functional as F
+
+    from cudalearn.nn.alexnet import TrainStep
+
+    step = TrainStep(cfg, batch, ("cuda:0",))
+    step()
+    with SavedTensors(step.net, exclude=(step.x, step.y)) as saved:
+        loss = F.cross_entropy(step.net(step.x), step.y)
+    del loss, step
+    gc.collect()
+    torch.cuda.empty_cache()
+    return saved.total
+
+
+def oom_experiment(cfg: AlexNetConfig, batch: int, variants: dict[str, dict]) -> dict:
+    """Chapter 7's `ch7.oom`: every variant without a cap, then under a cap that the unsplit step exceeds.
+
+    The cap lies half-way between the unsplit step's allocated peak and the
+    largest peak of the remedies, above what the process held before.
+    """
+    import gc
+
+    gc.collect()
+    torch.cuda.empty_cache()
+    free = {name: attempt(cfg, batch, kw) for name, kw in variants.items()}  # no cap: what each needs
+    base_reserved = torch.cuda.memory_reserved("cuda:0")
+    # like with like: the most each variant had allocated at once (per GPU); the reserved figure is
+    # no measure of need, since without a cap the allocator keeps freed blocks cached
+    need = {name: max(r["peak"].values()) for name, r in free.items()}
+    remedies = max(need[name] for name in variants if name != "float32, unsplit")
+    cap = base_reserved + (need["float32, unsplit"] + remedies) // 2
+    capped = {name: attempt(cfg, batch, kw, cap) for name, kw in variants.items()}
+    return {
+        "batch": batch,
+        "cap_bytes": cap,
+        "base_reserved": base_reserved,
+        "free": free,
+        "capped": capped,
+        "saved_measured": saved_by_unsplit_step(cfg, batch),
+    }

@@ -97,13 +97,29 @@ def count_launches() -> Iterator[Launches]:
         yield Launches(seen.launches)  # the same list: it fills as the block runs
 
 
+def quiet_small_grids() -> None:
+    """Turn off Numba's low-occupancy warning in this process: Chapter 5's small grids are meant (Chapter 5).
+
+    Numba warns when a launch has fewer than 128 blocks. The network's
+    10-logit layer, the loss kernel on one row a thread, and the host-cost
+    timings on one block launch such grids on purpose; the chapter measures
+    what they cost instead of printing a warning for each.
+    """
+    import os
+
+    from numba.cuda.core import config
+
+    os.environ["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = "0"  # survives a reload of Numba's config
+    config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+
+
 @contextmanager
 def _quiet_grids():
     """Silence Numba's small-grid performance warning (the last layer has 10 outputs) (Chapter 5)."""
-    from numba.core.errors import NumbaPerformanceWarning
-
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        # by message: numba-cuda 0.30 raises its own copy of the warning class (numba.cuda.core.errors),
+        # and on a GPU the message starts with colour codes
+        warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
         yield
 
 
@@ -566,6 +582,30 @@ def time_training(
     return out
 
 
+def training_lines(training: dict[str, Any]) -> list[str]:
+    """The end-to-end table of `time_training`'s figures: seconds, ratios, launches, accuracy (Chapter 5)."""
+    sec = training["seconds"]
+    head = ("seconds", "vs naive", "vs PyTorch", "launches/step", "test acc")
+    lines = [f"{'':8s} {head[0]:>8s} {head[1]:>9s} {head[2]:>11s} {head[3]:>14s} {head[4]:>9s}"]
+    for name in ("naive", "fused", "torch"):
+        launches = str(training["launches_per_step"].get(name, "-"))
+        lines.append(
+            f"{name:8s} {sec[name]:8.3f} {sec['naive'] / sec[name]:8.2f}x {sec[name] / sec['torch']:10.2f}x "
+            f"{launches:>14s} {training['test_accuracy'][name]:9.2%}"
+        )
+    return lines
+
+
+def sweep_lines(sweep: dict[str, Any]) -> list[str]:
+    """The batch sweep as a table: ms per step and us per sample of both networks (Chapter 5)."""
+    lines = [f"{'batch':>6s} {'fused ms/step':>14s} {'PyTorch ms/step':>16s} {'fused us/sample':>16s}"]
+    for b, f_ms, t_ms in zip(
+        sweep["batches"], sweep["fused_ms_per_step"], sweep["torch_ms_per_step"], strict=True
+    ):
+        lines.append(f"{b:6d} {f_ms:14.3f} {t_ms:16.3f} {1e3 * f_ms / b:16.2f}")
+    return lines
+
+
 def time_batch_sizes(
     data: DigitSet,
     sizes: tuple[int, ...],
@@ -575,32 +615,38 @@ def time_batch_sizes(
     steps: int,
     seed: int = 0,
     launches: int = 1000,
+    repeats: int = 5,
 ) -> dict[str, Any]:
     """Milliseconds per training step of FusedMLP and TorchMLP at each batch size, and per launch (Chapter 5).
 
-    Each point: `steps` steps after two warm-up steps, between two
-    synchronisations. `launch_us` is the host time of one launch of an
-    empty kernel (the mean of `launches`, queued without waiting): the
-    floor under every step.
+    Each point: after two warm-up steps, `repeats` runs of `steps` steps,
+    each between two synchronisations; the median run's time per step (a
+    host that is briefly busy elsewhere spoils one run, not the point).
+    `launch_us` is the host time of one launch of an empty kernel (the mean
+    of `launches`, queued without waiting): the floor under every step.
     """
     params = init_params(sizes, seed)
     out: dict[str, Any] = {"sizes": list(sizes), "batches": list(batches), "steps": steps}
     for cls in (FusedMLP, TorchMLP):
         dd = cls.data_class(data)
         dd.shuffle(permutations(dd.n_train, 1, seed)[0])
+        per_epoch = dd.n_train
         per_step = []
         for batch in batches:
             net = cls(params, batch, lr)
             losses = dd.losses(steps + 2)
+            runs = []
             with _quiet_grids():
                 for s in range(2):
                     net.step(*dd.batch(s, batch), losses, s)
-                dd.synchronize()
-                t0 = time.perf_counter()
-                for s in range(steps):
-                    net.step(*dd.batch(s % (dd.n_train // batch), batch), losses, s + 2)
-                dd.synchronize()
-            per_step.append((time.perf_counter() - t0) / steps * 1e3)
+                for _ in range(repeats):
+                    dd.synchronize()
+                    t0 = time.perf_counter()
+                    for s in range(steps):
+                        net.step(*dd.batch(s % (per_epoch // batch), batch), losses, s + 2)
+                    dd.synchronize()
+                    runs.append((time.perf_counter() - t0) / steps * 1e3)
+            per_step.append(float(np.median(runs)))
         out[f"{cls.name}_ms_per_step"] = per_step
     d = cuda.device_array(1, dtype=np.float32)
     with _quiet_grids():
@@ -610,6 +656,80 @@ def time_batch_sizes(
         for _ in range(launches):
             ew.empty_kernel[1, 32](d)
         out["launch_us"] = (time.perf_counter() - t0) / launches * 1e6
+        cuda.synchronize()
+    return out
+
+
+def _host_us(fn, calls: int) -> float:
+    """Mean host microseconds of `calls` calls of fn(), after one warm-up call (Chapter 5)."""
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def time_step_host(
+    data: DigitSet,
+    sizes: tuple[int, ...],
+    *,
+    batch: int,
+    lr: float,
+    steps: int,
+    seed: int = 0,
+    calls: int = 1000,
+    repeats: int = 5,
+) -> dict[str, Any]:
+    """Where a FusedMLP step's time goes on the host: queueing, launches, slicing (Chapter 5).
+
+    `steps` steps are queued with no synchronisation until the end (the
+    run of median length of `repeats` runs is kept):
+    'queue_ms_per_step' is the host's time per step, 'step_ms' the time per
+    step until the GPU has finished them all, 'drain_ms' what the GPU still
+    had to do after the host had queued the last step (near 0: the GPU was
+    waiting for the host). Then the host cost of single calls:
+    'launch_us_empty' (the empty kernel, one array), 'launch_us_forward'
+    (`linear_forward` with its four arrays and a flag, on a one-block
+    problem), 'slice_us' (one `NumbaData.batch`: two array views).
+    """
+    params = init_params(sizes, seed)
+    dd = NumbaData(data)
+    dd.shuffle(permutations(dd.n_train, 1, seed)[0])
+    net = FusedMLP(params, batch, lr)
+    losses = dd.losses(steps + 2)
+    per_epoch = dd.n_train // batch
+    out: dict[str, Any] = {"sizes": list(sizes), "batch": batch, "steps": steps, "calls": calls}
+    with _quiet_grids():
+        for s in range(2):
+            net.step(*dd.batch(s, batch), losses, s)
+        runs = []
+        for _ in range(repeats):
+            cuda.synchronize()
+            t0 = time.perf_counter()
+            for s in range(steps):
+                net.step(*dd.batch(s % per_epoch, batch), losses, s + 2)
+            t1 = time.perf_counter()
+            cuda.synchronize()
+            t2 = time.perf_counter()
+            runs.append((t2 - t0, t1 - t0, t2 - t1))
+        whole, queued, drain = sorted(runs)[len(runs) // 2]  # the run of median length
+        out["queue_ms_per_step"] = queued / steps * 1e3
+        out["step_ms"] = whole / steps * 1e3
+        out["drain_ms"] = drain * 1e3
+        with count_launches() as seen:
+            net.step(*dd.batch(0, batch), losses, 0)
+        out["launches_per_step"] = seen.count
+        d = cuda.device_array(1, dtype=np.float32)
+        out["launch_us_empty"] = _host_us(lambda: ew.empty_kernel[1, 32](d), calls)
+        tiles = net.tiles
+        X = cuda.to_device(np.zeros((tiles.bm, tiles.bk), np.float32))
+        W = cuda.to_device(np.zeros((tiles.bk, tiles.bn), np.float32))
+        b = cuda.to_device(np.zeros(tiles.bn, np.float32))
+        Y = cuda.device_array((tiles.bm, tiles.bn), np.float32)
+        forward = net.k["linear_forward"]
+        launch = tiles.launch(tiles.bm, tiles.bn)  # one block
+        out["launch_us_forward"] = _host_us(lambda: forward[launch](X, W, b, Y, 1), calls)
+        out["slice_us"] = _host_us(lambda: dd.batch(1, batch), calls)
         cuda.synchronize()
     return out
 

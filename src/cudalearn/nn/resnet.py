@@ -1,22 +1,23 @@
 """Plain and residual networks of any depth, and the gradients that reach their layers (Chapter 8).
 
 A *plain* network stacks blocks `y = F(x)`; a *residual* network stacks
-`y = F(x) + x`, the identity shortcut of ResNet (He et al., 2015). Both are
+`y = F(x) + x`, the identity shortcut of ResNet (He, Zhang, Ren and Sun,
+"Deep Residual Learning for Image Recognition", CVPR 2016). Both are
 built from the same `Block`, so the only difference between them is the
 `+ x`. By the chain rule, the gradient through a residual block is
 `dL/dx = dL/dy (dF/dx + 1)`: the `+ 1` carries `dL/dy` back unchanged,
 however small `dF/dx` is.
 
-- `Block` is one block of two weight layers in pre-activation order
-  (He et al., 2016): `F(x) = W2 relu(N2(W1 relu(N1(x))))`, with `W` a
-  `Linear` (vectors) or a 3x3 `Conv2d` (images) and `N` a BatchNorm or
-  nothing. `Block.branch(x)` is `F(x)` alone.
+- `Block` is one block of two weight layers in pre-activation order (He et
+  al., "Identity Mappings in Deep Residual Networks", ECCV 2016):
+  `F(x) = W2 relu(N2(W1 relu(N1(x))))`, with `W` a `Linear` (vectors) or
+  a 3x3 `Conv2d` (images) and `N` a BatchNorm or nothing. `Block.branch(x)` is `F(x)` alone.
 - `make_net(blocks, skip=...)` puts `blocks` of them between a stem layer
   and a classifier head: `2 * blocks + 2` weight layers in all.
 - `grad_norms` gives the norm of each weight layer's gradient, input side
-  first; `fit` trains a network and keeps its curves.
+  first, computed in float64; `fit` trains a network and keeps its curves.
 - `digits_split` is scikit-learn's 8x8 digits (1,797 images, shipped with
-  the package), standardised and split once into training and test sets.
+  scikit-learn), scaled to [-1, 1] and split once into training and test sets.
 
 Shapes: vectors (B, width) float32, images (B, C, H, W) float32, labels (B,)
 int64, logits (B, classes).
@@ -107,11 +108,15 @@ def grad_norms(net: nn.Module, X: torch.Tensor, y: torch.Tensor) -> np.ndarray:
     X (B, ...) float32, y (B,) int64 on the network's device. The network
     stays in training mode (BatchNorm uses the batch's statistics, as during
     training); its gradients are left filled in. Returns (layers,) float64.
+    The norm is taken in float64: a float32 norm squares the entries, and
+    squares of entries below about 1e-23 underflow to zero in float32 even
+    when the entries themselves are not zero.
     """
     net.train()
     net.zero_grad(set_to_none=True)
     F.cross_entropy(net(X), y).backward()
-    return np.array([m.weight.grad.norm().item() for _, m in weight_layers(net)], dtype=np.float64)
+    norms = [m.weight.grad.double().norm().item() for _, m in weight_layers(net)]
+    return np.array(norms, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -262,13 +267,17 @@ def compare_depths(
 
 
 def plot_grad_norms(curves: Mapping[str, Sequence[float]], *, title: str = "gradient norm per layer"):
-    """Semi-log plot of {label: per-layer gradient norms}, input side on the left (Chapter 8)."""
+    """Semi-log plot of {label: per-layer gradient norms}, input side on the left (Chapter 8).
+
+    A norm of zero (or inf/nan) cannot sit on a log axis and is left out of its curve.
+    """
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4))
     for label, norms in curves.items():
         norms = np.asarray(norms, dtype=np.float64)
-        ax.semilogy(np.arange(1, len(norms) + 1), np.maximum(norms, 1e-30), label=label)
+        shown = np.where(np.isfinite(norms) & (norms > 0), norms, np.nan)
+        ax.semilogy(np.arange(1, len(norms) + 1), shown, label=label)
     ax.set_xlabel("weight layer (1 = next to the input)")
     ax.set_ylabel("||dL/dW||")
     ax.set_title(title, fontsize=10)

@@ -1,6 +1,7 @@
 """Vision Transformer pieces: patches as tokens, patch embedding as a GEMM, a small ViT and CNN (Chapter 9).
 
-A ViT (Dosovitskiy et al., 2020) cuts an image `(C, H, W)` into
+A ViT (Dosovitskiy et al., "An Image is Worth 16x16 Words: Transformers
+for Image Recognition at Scale", ICLR 2021) cuts an image `(C, H, W)` into
 `N = (H // p) * (W // p)` patches of `p x p` pixels and flattens each into a
 token of `C * p * p` numbers, ordered (channel, row, column) as in
 `torch.nn.functional.unfold` and a `Conv2d` weight `(D, C, p, p)`. Patch
@@ -28,6 +29,7 @@ int64, logits (B, classes).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -309,6 +311,9 @@ def _profile(step: Callable[[], object], *, cuda: bool, repeat: int):
     """torch.profiler's key averages of `repeat` runs of `step()`, after one unprofiled warm-up run."""
     from torch.profiler import ProfilerActivity, profile
 
+    # Kineto, the profiler's backend, logs every start and stop to stderr at its level 5 ("USDT");
+    # from level 6 on it is silent. It reads the variable when the first profile starts.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     step()
     if cuda:
         torch.cuda.synchronize()
@@ -388,8 +393,9 @@ def shifted_digits(
     """The 8x8 digits pasted at random positions on a canvas x canvas background: (n, 1, canvas, canvas).
 
     The digits are shuffled with `seed`; the first `train` are the training
-    set and the last `test` the test set (different writers' digits are
-    never shared). Pixels in [-1, 1], background -1 (Chapter 9).
+    set and the last `test` the test set, so no image is in both (scikit-
+    learn's digits carry no writer ids: one person's digits can be in both
+    sets). Pixels in [-1, 1], background -1 (Chapter 9).
     """
     from sklearn.datasets import load_digits
 

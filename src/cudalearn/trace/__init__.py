@@ -4,7 +4,13 @@
 source on the CPU, one thread at a time, with every global and shared array
 access recorded, and returns a `TraceReport`: bank conflicts, global sectors
 (coalescing) and the sanitizer's findings, per source line. Nothing is
-launched on a GPU; it works with or without one.
+launched on a GPU; it works with or without one. The source is read with
+`inspect`, except for a kernel `cudalearn grade` rebuilt from a student's
+answer: that one is traced from the syntax tree the grader verified
+(`execute.use_tree`), never from text read back. Messages quote source
+lines from the line cache and parse index expressions from the executing
+instruction's position; no text of the kernel is ever evaluated apart from
+the instrumented def.
 
 Sanitizer (the CPU counterpart of compute-sanitizer's four tools)
 -----------------------------------------------------------------

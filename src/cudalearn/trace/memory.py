@@ -326,7 +326,7 @@ class Recorder:
             return f"{name} has {len(shape)} dimension(s) but is indexed with {len(idx)} indices."
         axis, i = bad[0]
         n = shape[axis]
-        expr = _index_source(frame, array, axis, i, len(idx))
+        expr = _index_source(frame, axis, len(idx))
         value = f"the index `{expr}` is {i}" if expr else f"the index is {i}"
         where = f"{value} on axis {axis} of {name}, whose extent is {n} (valid: 0 to {n - 1})"
         if i < 0:
@@ -351,37 +351,43 @@ class Recorder:
         return hint
 
 
-def _index_source(frame, array, axis, value, ndim):
-    """The source text of the index expression along `axis` of `array` on the frame's line, or ''."""
-    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    tree = None
-    for attempt in (text, text + "\n    pass", text.rstrip("\\(") + ")"):
-        try:
-            tree = ast.parse(attempt)
-            break
-        except SyntaxError:
-            continue
-    if tree is None:
+def _index_source(frame, axis, ndim):
+    """The source text of the index along `axis` of the access the frame is executing, or ''.
+
+    The access is found by the executing instruction's source position (its subscript, or the atomic's
+    call), cut out of the line cache and parsed: nothing of it is evaluated.
+    """
+    node = _executing_node(frame)
+    if isinstance(node, ast.Subscript):
+        index = node.slice
+    elif isinstance(node, ast.Call) and len(node.args) >= 2:  # cuda.atomic.add(ary, idx, val)
+        index = node.args[1]
+    else:
         return ""
-    local = frame.f_locals
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
-            if local.get(node.value.id) is array or node.value.id == array._name:
-                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-                if len(parts) == ndim:
-                    found.append(parts[axis])
-    texts = {ast.unparse(e) for e in found}
-    if len(texts) == 1:
-        return texts.pop()
-    for e in found:  # several: the one whose value is the faulting index (array reads are not evaluated)
-        if not any(isinstance(n, ast.Subscript) for n in ast.walk(e)):
-            try:
-                if eval(compile(ast.Expression(e), "<index>", "eval"), frame.f_globals, local) == value:
-                    return ast.unparse(e)
-            except Exception:  # noqa: BLE001 - a best-effort hint only
-                continue
-    return ""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return ast.unparse(parts[axis]) if len(parts) == ndim else ""
+
+
+def _executing_node(frame):
+    """The expression the frame's current instruction comes from, parsed from its source span, or None."""
+    try:
+        start, end, col, end_col = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+    except (AttributeError, IndexError, ValueError):
+        return None
+    if None in (start, end, col, end_col):
+        return None
+    lines = [ln.encode() for ln in linecache.getlines(frame.f_code.co_filename)[start - 1 : end]]
+    if len(lines) != end - start + 1:
+        return None
+    text = (
+        lines[0][col:end_col]
+        if start == end
+        else lines[0][col:] + b"".join(lines[1:-1]) + lines[-1][:end_col]
+    )
+    try:
+        return ast.parse(text.decode(), mode="eval").body
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return None
 
 
 def wavefronts(items, base, itemsize):

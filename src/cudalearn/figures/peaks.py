@@ -1,0 +1,42 @@
+"""Every matrix product of the course as a fraction of its number format's datasheet peak (Chapter 6)."""
+
+from __future__ import annotations
+
+COLORS = {"FP32": "tab:blue", "TF32": "tab:orange", "FP16": "tab:green", "BF16": "tab:red"}
+
+
+def number_format(name):
+    """The number format a stored row's name says it computes in: TF32, FP16, BF16, else FP32 (Chapter 6)."""
+    return next((f for f in ("TF32", "FP16", "BF16") if f in name), "FP32")
+
+
+def fraction_of_peak(rows, peak, title):
+    """Horizontal bars of TFLOP/s (log scale), one per {name, tflops} row, each labelled with its share of
+    `peak[format]` (TFLOP/s per format); dashed lines at the peaks. Raises if a row beats its peak."""
+    import matplotlib.pyplot as plt
+
+    rows = sorted(rows, key=lambda r: r["tflops"])
+    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.38 * len(rows)))
+    for fmt, p in peak.items():
+        if fmt != "BF16":  # the same peak as FP16's
+            name = "FP16 and BF16" if fmt == "FP16" else fmt
+            ax.axvline(p, color=COLORS[fmt], ls="--", lw=1, label=f"{name} datasheet peak, {p:.0f} TFLOP/s")
+    for i, r in enumerate(rows):
+        fmt = number_format(r["name"])
+        share = r["tflops"] / peak[fmt]
+        if not 0 < share <= 1:
+            raise AssertionError(
+                f"{r['name']}: {r['tflops']:.3g} TFLOP/s is above the {fmt} peak: a timing bug"
+            )
+        ax.barh(i, r["tflops"], color=COLORS[fmt])
+        text = f"{r['tflops']:.3g} TFLOP/s, {share:.0%} of the {fmt} peak"
+        bbox = {"facecolor": "white", "edgecolor": "none", "pad": 1}
+        ax.text(r["tflops"] * 1.05, i, text, va="center", fontsize=8, bbox=bbox)
+    ax.set_yticks(range(len(rows)), [r["name"] for r in rows], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(right=max(peak.values()) * 20)
+    ax.set_xlabel("TFLOP/s (log scale); colour: number format")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
