@@ -29,8 +29,8 @@ def matmul_naive_swapped(A, B, C):
 
     Threads next to each other in x now walk down a column of A and write
     a column of C, a whole row apart: with (16, 16) blocks a warp spans 16
-    rows, so each of its loads of A and stores of C touches 16 sectors
-    where matmul_naive's touch two.
+    rows, so each of its loads of A and stores of C touches 16 sectors,
+    where matmul_naive's loads of A touch two and its stores of C four.
     """
     row, col = cuda.grid(2)
     if row < C.shape[0] and col < C.shape[1]:

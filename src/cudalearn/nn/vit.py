@@ -30,6 +30,7 @@ int64, logits (B, classes).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -318,11 +319,15 @@ def _profile(step: Callable[[], object], *, cuda: bool, repeat: int):
     if cuda:
         torch.cuda.synchronize()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        for _ in range(repeat):
-            step()
-        if cuda:
-            torch.cuda.synchronize()
+    # torch 2.11 on an H200 warns, once a process, that each profile's events are cleared at its end:
+    # each call here profiles one cycle in a fresh profiler, so there is nothing to keep
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events")
+        with profile(activities=activities) as prof:
+            for _ in range(repeat):
+                step()
+            if cuda:
+                torch.cuda.synchronize()
     return prof.key_averages()
 
 
