@@ -393,3 +393,21 @@ def test_what_this_machine_cannot_enforce_is_said_in_the_feedback():
         assert "namespace" not in notes
     else:
         assert "no PID or mount namespace" in notes
+
+
+def test_processes_a_cell_leaves_running_end_with_it():
+    """The sandbox's sweep after a cell: a child and its grandchild (a storm's sleepers) end, reaped."""
+    import subprocess
+
+    grandchild = (
+        f"import subprocess, time; subprocess.Popen(['{TAG}-left', '600'], executable='/bin/sleep'); "
+        "time.sleep(600)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", grandchild, f"{TAG}-left"])
+    end = time.monotonic() + 20
+    while len(_leftovers()["processes"]) < 2 and time.monotonic() < end:
+        time.sleep(0.05)
+    assert len(_leftovers()["processes"]) == 2, "the test could not start its child and grandchild"
+    assert sandbox.end_leftovers(in_namespace=False) >= 2
+    assert child.poll() is not None, "the sweep left the cell's child running"
+    assert not _leftovers()["processes"], "the sweep left a grandchild running"

@@ -380,13 +380,9 @@ class Sandbox:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _kill_orphans() -> None:
-    """Kill processes re-parented to the judge (it is their subreaper): a student's escaped children.
-
-    The judge's own children (its compile worker) share its session; a student's never can (sandboxes
-    start in a session of their own, and a process cannot join a session it is not in).
-    """
-    me, session = os.getpid(), os.getsid(0)
+def process_table() -> dict[int, tuple[int, int]]:
+    """{pid: (parent pid, session id)} of every process /proc shows (the judge's and the sandbox's sweeps)."""
+    table = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
             continue
@@ -394,13 +390,24 @@ def _kill_orphans() -> None:
             with open(f"/proc/{entry}/stat", "rb") as f:
                 stat = f.read().decode(errors="replace")
             fields = stat.rsplit(")", 1)[1].split()
-            ppid, sid = int(fields[1]), int(fields[3])
+            table[int(entry)] = (int(fields[1]), int(fields[3]))
         except (OSError, ValueError, IndexError):
             continue
+    return table
+
+
+def _kill_orphans() -> None:
+    """Kill processes re-parented to the judge (it is their subreaper): a student's escaped children.
+
+    The judge's own children (its compile worker) share its session; a student's never can (sandboxes
+    start in a session of their own, and a process cannot join a session it is not in).
+    """
+    me, session = os.getpid(), os.getsid(0)
+    for pid, (ppid, sid) in process_table().items():
         if ppid == me and sid != session:
             try:
-                os.kill(int(entry), signal.SIGKILL)
-                os.waitpid(int(entry), os.WNOHANG)
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, os.WNOHANG)
             except (ProcessLookupError, ChildProcessError, PermissionError):
                 pass
 

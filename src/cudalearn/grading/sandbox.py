@@ -28,7 +28,10 @@ any student code it confines itself:
   the instructor's files are out of its reach even for the same OS user.
 
 Then it loops: receive a request, run it, reply with a value that is data
-(see `wire`) or a numbered handle on an object that stays here.
+(see `wire`) or a numbered handle on an object that stays here. Processes
+that a cell or a call of the student's code leaves running are ended when it
+returns (`end_leftovers`): a fork storm's sleepers would otherwise hold the
+cgroup's process count, and the next cell could not start a thread.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ import traceback
 from typing import Any
 
 from cudalearn import counting
-from cudalearn.grading import wire
+from cudalearn.grading import process, wire
 
 MESSAGE_LIMIT = 256 << 20  # bytes in one request from the judge (a check's input arrays)
 OPEN_FILES = 1024
@@ -643,6 +646,49 @@ class Server:
         raise wire.ProtocolError(f"unknown request {op!r}")
 
 
+STUDENT_OPS = ("exec", "call", "experiment")  # the requests that run the student's code
+
+
+def end_leftovers(in_namespace: bool, rounds: int = 50) -> int:
+    """SIGKILL the processes the student's code left running and reap them; how many (grading, every lab).
+
+    In the PID namespace that is every process but its init (1) and this one; without a namespace, this
+    process's descendants (an escaped orphan is left to the judge's cgroup and subreaper).
+    """
+    me, ended = os.getpid(), set()
+    for _ in range(rounds):
+        table = process.process_table()
+        if in_namespace:
+            found = set(table) - {1, me}
+        else:
+            found, frontier = set(), {me}
+            while frontier:
+                frontier = {pid for pid, (ppid, _) in table.items() if ppid in frontier} - found
+                found |= frontier
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        ended |= found
+        _reap()
+    _reap()
+    return len(ended)
+
+
+def _reap() -> None:
+    """Collect this process's ended children, so they no longer count in the cgroup's process limit."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def main(argv: list[str]) -> None:
     """Entry point: confine, say hello, then serve the judge's requests until the channel closes."""
     fd_in, fd_out = int(argv[0]), int(argv[1])
@@ -667,6 +713,8 @@ def main(argv: list[str]) -> None:
             reply, buffers = server.handle(req, payload, spans)
         except BaseException as e:  # the student's error (or SystemExit): reported, never fatal here
             reply, buffers = {"error": describe(e)}, []
+        if req.get("op") in STUDENT_OPS:
+            end_leftovers(bool(applied.get("namespaces")))
         reply["seq"] = seq
         wire.send(fd_out, reply, buffers)
         if "error" in reply and reply["error"]["type"] in ("CudaAPIError", "CudaDriverError"):
