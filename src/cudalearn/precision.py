@@ -1,0 +1,54 @@
+"""True FP32 in PyTorch: TF32 off in matrix products and convolutions, and back as it was (Chapters 2-9).
+
+The course's kernels compute in FP32; PyTorch, on an Ampere or later GPU, may
+compute an FP32 matrix product or convolution in TF32 (10-bit mantissa)
+unless told not to. `fp32()` turns TF32 off for a block and restores the
+previous settings after it; `set_fp32()` turns it off for the rest of the
+session and returns what was set before, for `restore`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+
+def settings() -> dict:
+    """PyTorch's three TF32 switches as they are now."""
+    import torch
+
+    return {
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def restore(before: dict) -> None:
+    """Put back the settings `settings()` (or `set_fp32()`) returned."""
+    import torch
+
+    torch.set_float32_matmul_precision(before["float32_matmul_precision"])
+    torch.backends.cuda.matmul.allow_tf32 = before["matmul_allow_tf32"]
+    torch.backends.cudnn.allow_tf32 = before["cudnn_allow_tf32"]
+
+
+def set_fp32() -> dict:
+    """TF32 off in matrix products (cuBLAS) and convolutions (cuDNN) from now on; the settings before."""
+    import torch
+
+    before = settings()
+    torch.set_float32_matmul_precision("highest")  # also sets matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return before
+
+
+@contextlib.contextmanager
+def fp32() -> Iterator[None]:
+    """TF32 off inside the block, the previous settings back after it (even when the block raises)."""
+    before = set_fp32()
+    try:
+        yield
+    finally:
+        restore(before)
