@@ -27,6 +27,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+try:
+    from cudalearn import reference
+except ImportError:  # run from a checkout without installing the package
+    sys.path.insert(0, str(ROOT / "src"))
+    from cudalearn import reference
+
 
 def cell_sources(path: Path) -> list[str]:
     """The code cells of a notebook, with IPython magic lines replaced by `pass`."""
@@ -130,7 +136,7 @@ def main() -> int:
     data["source"] = "scripts/gpu_run.py"
     data["notebooks"] = runs
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    out.write_text(reference.dumps(data))  # the stored files' one format
     partial.unlink(missing_ok=True)
     print(f"stored {len(data['figures'])} figures from {len(runs)} notebooks in {out}")
     return 1 if failed else 0

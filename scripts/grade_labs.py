@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from mutations import runner  # noqa: E402
 
 from cudalearn import reference  # noqa: E402
+from cudalearn.grading import lab as lab_mod  # noqa: E402
 
 #: how `runner.verdict` words each way an entry can misbehave
 KINDS = (
@@ -40,7 +41,7 @@ KINDS = (
 def grade_lab(lab: str, jobs: int) -> dict:
     """The solution's grade and each corpus entry's verdict for one lab."""
     entries = runner.corpus(lab)
-    plan = runner.VisibleRun(lab).plan
+    plan = lab_mod.load(runner.solution_path(lab))
     t0 = time.time()
     with tempfile.TemporaryDirectory() as d:
         results = runner.grade_all(lab, entries, Path(d), jobs=jobs)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Nsight Compute on Chapter 5's chain kernels: what limits the fused kernel with 4-byte accesses.
 
-    python3 scripts/ncu_chain.py gpu --out src/cudalearn/data/ncu/h200_chain_ncu.json   # GPU with ncu
+    python3 scripts/ncu_chain.py gpu --out src/cudalearn/data/reference/h200-ncu-chain.json   # GPU with ncu
 
 One ncu process runs `launch`, which runs `copy_2d`, `bias_relu_dropout` and
 `bias_relu_dropout_pairs` twice each on the chapter's chain size; the second
@@ -9,7 +9,8 @@ launch of each is kept. The JSON gets the device, date and versions, and per
 kernel: time, DRAM and SM throughput (% of peak), instructions executed,
 DRAM bytes, and the warp state: cycles between two issued instructions per
 warp, the part of them spent waiting on a global load (long scoreboard), and
-the achieved occupancy. Chapter 5 reads it from the package data `cudalearn.data.ncu`.
+the achieved occupancy. It is stored as a reference run (key `ch5.ncu_chain`), which Chapter 5
+reads with `reference.lookup("ch5.ncu_chain")`.
 """
 
 from __future__ import annotations
@@ -17,14 +18,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ncu_compare import find_ncu, no_nan, parse_ncu_csv, versions  # noqa: E402
+from cudalearn import reference, toolchain
 
 KERNELS = ("copy_2d", "bias_relu_dropout", "bias_relu_dropout_pairs")
 METRICS = (
@@ -70,34 +67,32 @@ def cmd_gpu(out_path: str) -> int:
     import cudalearn
 
     info = cudalearn.setup("gpu")
-    ncu = find_ncu()
+    ncu = toolchain.find_ncu()
     if ncu is None:
         print("ncu not found", file=sys.stderr)
         return 1
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "ncu.csv"
-        cmd = [ncu, "--clock-control", "none", "--csv", "--page", "details", "--print-units", "base"]
-        cmd += ["--metrics", ",".join(METRICS), "--log-file", str(log)]
-        cmd += [sys.executable, str(Path(__file__).resolve()), "launch"]
-        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        text = log.read_text() if log.exists() else ""
-    print(proc.stdout[-2000:], proc.stderr[-2000:])
-    metrics = parse_ncu_csv(text, KERNELS, launch="last")  # the second, warm launch of each
-    if proc.returncode != 0 or set(metrics) != set(KERNELS):
-        print(f"ncu exit {proc.returncode}; parsed {sorted(metrics)}\n{text[-3000:]}", file=sys.stderr)
+    child = toolchain.child_command(__file__, "launch")
+    prof = toolchain.profile(
+        ncu, child, KERNELS, metrics=METRICS, launch="last", all_processes=False, timeout=300, echo=False
+    )  # the second, warm launch of each kernel
+    print(prof.stdout[-2000:], prof.stderr[-2000:])
+    metrics = prof.metrics
+    if prof.error or prof.returncode != 0 or set(metrics) != set(KERNELS):
+        why = prof.error or prof.text[-3000:]
+        print(f"ncu exit {prof.returncode}; parsed {sorted(metrics)}\n{why}", file=sys.stderr)
         return 1
-    size = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+    size = json.loads([line for line in prof.stdout.splitlines() if line.startswith("{")][-1])
     result = {
         "device": info.device,
         "compute_capability": list(info.compute_capability or ()),
         "date": datetime.date.today().isoformat(),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "versions": versions(ncu),
+        "versions": toolchain.ncu_versions(ncu),
         "size": size,
-        "metrics": no_nan(metrics),
+        "metrics": toolchain.no_nan(metrics),
     }
-    Path(out_path).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    stored = reference.from_ncu(result, "ch5.ncu_chain", "scripts/ncu_chain.py")
+    Path(out_path).write_text(reference.dumps(stored, sort_figures=False))
     for name, m in metrics.items():
         print(f"{name:26s} " + "  ".join(f"{k.split('.')[0]}={v}" for k, v in m.items()))
     return 0

@@ -12,11 +12,8 @@ a 640-block stress test did not reproduce it. See cudalearn/simfix.py.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 
 def main() -> int:
@@ -32,6 +29,7 @@ def main() -> int:
 
     cudalearn.setup("sim", quiet=True)
     sys.setswitchinterval(args.switch_interval)
+    global cuda, float32  # module globals: the simulator swaps a kernel's global `cuda` for its fake one
     import numpy as np
     from numba import cuda, float32
     from numba.cuda.simulator.kernelapi import FakeCUDAShared

@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cudalearn import checks, exercises
-from cudalearn.nn import alexnet, memory
+from cudalearn import checks, datasets, exercises
+from cudalearn.nn import alexnet, input_pipeline, step_memory, training
 from cudalearn.nn.alexnet import (
     EXCHANGE_2012,
     EXCHANGE_EVERY,
@@ -114,23 +114,23 @@ def test_saved_bytes_prediction_matches_autograd(dropout, exchange):
     cfg = AlexNetConfig.small(dropout=dropout, exchange=exchange, activation="tanh" if dropout else "relu")
     net = AlexNet(cfg).train()
     x, y = torch.randn(6, 1, 32, 32), torch.randint(0, 10, (6,))
-    with memory.SavedTensors(net) as saved:
+    with step_memory.SavedTensors(net) as saved:
         F.cross_entropy(net(x), y)
-    predicted = memory.alexnet_saved_bytes(cfg, 6, device_type="cpu")
+    predicted = step_memory.alexnet_saved_bytes(cfg, 6, device_type="cpu")
     assert saved.total == sum(predicted.values())
-    with memory.SavedTensors(net, exclude=(x, y)) as without_batch:
+    with step_memory.SavedTensors(net, exclude=(x, y)) as without_batch:
         F.cross_entropy(net(x), y)
     assert without_batch.total == sum(predicted.values()) - predicted["input"] - predicted["labels"]
-    assert memory.measure_step(net, x, y).activations == saved.total
+    assert step_memory.measure_step(net, x, y).activations == saved.total
 
 
 def test_saved_bytes_of_the_2012_network_and_limits():
-    cuda = memory.alexnet_saved_bytes(AlexNetConfig.original(), 128)
-    cpu = memory.alexnet_saved_bytes(AlexNetConfig.original(), 128, device_type="cpu")
+    cuda = step_memory.alexnet_saved_bytes(AlexNetConfig.original(), 128)
+    cpu = step_memory.alexnet_saved_bytes(AlexNetConfig.original(), 128, device_type="cpu")
     assert cuda["conv1"] == 128 * (96 * 55 * 55 * 4 + 96 * 27 * 27 * 12)
     assert cpu["fc6"] - cuda["fc6"] == 128 * 4096 * 3  # dropout masks: float32 on the CPU, bool on a GPU
     with pytest.raises(ValueError, match="fully connected"):
-        memory.alexnet_saved_bytes(AlexNetConfig.small(exchange=("conv3", "fc6")), 2)
+        step_memory.alexnet_saved_bytes(AlexNetConfig.small(exchange=("conv3", "fc6")), 2)
 
 
 def test_static_bytes_match_real_optimisers():
@@ -143,13 +143,13 @@ def test_static_bytes_match_real_optimisers():
     ):
         F.cross_entropy(net(torch.randn(2, 1, 32, 32)), torch.tensor([1, 2])).backward()
         opt.step()
-        mem = memory.static_bytes(n, name)
-        assert mem.weights == memory.parameter_bytes(net) == 4 * n
-        assert mem.optimizer == memory.optimizer_state_bytes(opt)
+        mem = step_memory.static_bytes(n, name)
+        assert mem.weights == step_memory.parameter_bytes(net) == 4 * n
+        assert mem.optimizer == step_memory.optimizer_state_bytes(opt)
     assert "total" in str(mem) and mem.total == mem.static
     with pytest.raises(ValueError, match="optimizer"):
-        memory.static_bytes(10, "lion")
-    assert memory.fmt_bytes(3 * 2**30) == "3.00 GiB" and memory.fmt_bytes(1536 * 2**10) == "1.5 MiB"
+        step_memory.static_bytes(10, "lion")
+    assert step_memory.fmt_bytes(3 * 2**30) == "3.00 GiB" and step_memory.fmt_bytes(1536 * 2**10) == "1.5 MiB"
 
 
 def test_train_step_variants_agree_on_the_cpu():
@@ -167,19 +167,19 @@ def test_train_step_variants_agree_on_the_cpu():
 
 
 def test_digits_fit_and_accuracy():
-    x, y = alexnet.digits(32)
+    x, y = datasets.digits_upsampled(32)
     assert x.shape == (1797, 1, 32, 32) and y.dtype == torch.int64
     assert abs(float(x.mean())) < 1e-5 and abs(float(x.std()) - 1) < 1e-4
     torch.manual_seed(0)
     net = AlexNet(AlexNetConfig.small())
-    losses = alexnet.fit(net, x[:64], y[:64], steps=3, batch=8)
+    losses = training.fit_steps(net, x[:64], y[:64], steps=3, batch=8)
     assert len(losses) == 3 and all(np.isfinite(losses))
-    assert len(alexnet.fit(net, x[:64], y[:64], steps=50, batch=8, target=100.0, window=2)) == 2
-    assert 0 <= alexnet.accuracy(net, x[:100], y[:100]) <= 1 and net.training
+    assert len(training.fit_steps(net, x[:64], y[:64], steps=50, batch=8, target=100.0, window=2)) == 2
+    assert 0 <= training.model_accuracy(net, x[:100], y[:100]) <= 1 and net.training
 
 
 def test_jpeg_crops_are_random_windows_and_reproducible():
-    photos = alexnet.JpegCrops(6, source=40, crop=32, classes=4, seed=3)
+    photos = input_pipeline.JpegCrops(6, source=40, crop=32, classes=4, seed=3)
     assert len(photos) == 6
     flips = set()
     for i in range(6):
@@ -267,7 +267,7 @@ def test_check_split_forward_accepts_the_answer_and_catches_shortcuts():
 
 def test_check_split_forward_sends_only_plain_data_across():
     """Under `cudalearn grade` only data crosses: the experiment's result holds no model or config."""
-    got = exercises.models.split_experiment(_split_forward, AlexNetConfig.small(), 2, 0)
+    got = exercises.alexnet.split_experiment(_split_forward, AlexNetConfig.small(), 2, 0)
     allowed = (str, int, float, bool, type(None), torch.Tensor)
 
     def plain(v):
@@ -302,24 +302,26 @@ def test_check_step_memory():
 
 
 def test_ideal_loader_schedule_starts_empty_and_reaches_the_larger_of_the_two_times():
-    serial = alexnet.ideal_loader_schedule(10.0, 3.0, workers=0, batches=5)
+    serial = input_pipeline.ideal_loader_schedule(10.0, 3.0, workers=0, batches=5)
     assert serial["pass_ms"] == pytest.approx(5 * 10.0 + 3.0)  # each step hides behind the next batch
-    short = alexnet.ideal_loader_schedule(170.0, 20.0, workers=8, batches=12)
+    short = input_pipeline.ideal_loader_schedule(170.0, 20.0, workers=8, batches=12)
     assert short["pass_ms"] == pytest.approx(2 * 170.0 + 4 * 20.0)  # two rounds; four steps after the last
     assert [r["worker"] for r in short["batches"]] == [i % 8 for i in range(12)]
     for r in short["batches"]:
         assert r["made"][1] <= r["wait"][1] <= r["step"][0] < r["step"][1]
-    long = alexnet.ideal_loader_schedule(170.0, 20.0, workers=8, batches=2000)
+    long = input_pipeline.ideal_loader_schedule(170.0, 20.0, workers=8, batches=2000)
     assert long["pass_ms"] / 2000 == pytest.approx(max(170.0 / 8, 20.0), rel=0.02)
-    gpu_bound = alexnet.ideal_loader_schedule(10.0, 20.0, workers=8, batches=2000)
+    gpu_bound = input_pipeline.ideal_loader_schedule(10.0, 20.0, workers=8, batches=2000)
     assert gpu_bound["pass_ms"] / 2000 == pytest.approx(20.0, rel=0.01)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_loader_timeline_records_every_batch_in_order(workers):
-    photos = alexnet.JpegCrops(8, source=40, crop=32)
+    photos = input_pipeline.JpegCrops(8, source=40, crop=32)
     seen = []
-    tl = alexnet.loader_timeline(photos, lambda x, y: seen.append(x.shape), "cpu", batch=2, workers=workers)
+    tl = input_pipeline.loader_timeline(
+        photos, lambda x, y: seen.append(x.shape), "cpu", batch=2, workers=workers
+    )
     assert len(tl["batches"]) == 4 and len(seen) == 4 * 2  # two passes, four batches each
     assert {r["worker"] for r in tl["batches"]} == ({-1} if workers == 0 else {0, 1})
     ends = [r["step"][1] for r in tl["batches"]]
@@ -353,7 +355,7 @@ def test_memory_and_loader_figures_draw_what_they_are_given():
     from cudalearn.figures import loader
     from cudalearn.figures import memory as memory_figures
 
-    mem = memory.static_bytes(1000, "momentum")
+    mem = step_memory.static_bytes(1000, "momentum")
     mem.activations = 4000
     plt.close(memory_figures.step_bytes(mem, 4, 10_000, "a card"))
     run = {"fits": True, "held": {"cuda:0": 100}, "peak": {"cuda:0": 300}, "ms": 2.0}
@@ -364,7 +366,9 @@ def test_memory_and_loader_figures_draw_what_they_are_given():
     assert labels[0] == "float32, unsplit" and len(labels) == 2  # the baseline on top
     assert any("OUT OF MEMORY" in t.get_text() for t in fig.axes[0].texts)
     plt.close(fig)
-    ideal = alexnet.ideal_loader_schedule(10.0, 3.0, workers=2, batches=4)
-    fig = loader.timelines({"a": ideal, "b": alexnet.ideal_loader_schedule(10.0, 3.0, workers=0, batches=4)})
+    ideal = input_pipeline.ideal_loader_schedule(10.0, 3.0, workers=2, batches=4)
+    fig = loader.timelines(
+        {"a": ideal, "b": input_pipeline.ideal_loader_schedule(10.0, 3.0, workers=0, batches=4)}
+    )
     assert len(fig.axes) == 2
     plt.close(fig)

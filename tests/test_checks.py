@@ -124,3 +124,64 @@ def test_check_function_turns_not_implemented_into_not_done():
     with pytest.raises(AssertionError, match=r"f\(3\)` is 4, expected 3"):
         checks.check_function(lambda n: n + 1, [((3,), 3)], name="f")
     checks.check_function(lambda n: n, [((3,), 3), ((5,), 5)], name="f")
+
+
+def test_checks_are_found_by_name():
+    """exercises.CHECKS lists each module's public check_* functions, read from its source, not a registry."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    modules = {m.name for m in pkgutil.iter_modules(exercises.__path__) if not m.name.startswith("_")}
+    assert set(exercises.CHECKS) == modules
+    for module, names in exercises.CHECKS.items():
+        mod = importlib.import_module(f"cudalearn.exercises.{module}")
+        defined = sorted(
+            n
+            for n, f in vars(mod).items()
+            if n.startswith("check_") and inspect.isfunction(f) and f.__module__ == mod.__name__
+        )
+        assert defined == list(names), f"cudalearn.exercises.{module}"
+        assert all(getattr(exercises, n) is getattr(mod, n) for n in names)
+
+
+def test_no_two_modules_define_one_check():
+    seen: dict = {}
+    for module, names in exercises.CHECKS.items():
+        for name in names:
+            assert name not in seen, f"{name} is defined in exercises.{seen[name]} and exercises.{module}"
+            seen[name] = module
+    with pytest.raises(ImportError, match=r"exercises\.a and cudalearn\.exercises\.b both define check_x"):
+        exercises._index({"a": ("check_x",), "b": ("check_x", "check_y")})
+
+
+def test_every_check_a_notebook_calls_exists():
+    """A lab, solution or book notebook that calls exercises.check_... finds it in the package."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+
+    root = Path(__file__).resolve().parents[1]
+    missing = set()
+    for folder in ("book", "solutions", "labs"):
+        for path in sorted((root / folder).glob("*.ipynb")):
+            for cell in nbformat.read(path, as_version=4).cells:
+                for name in re.findall(r"\bexercises\.(check_\w+)", cell.source):
+                    if name not in exercises.__all__:
+                        missing.add(f"{path.name}: {name}")
+    assert not missing, sorted(missing)
+
+
+def test_a_first_chapter_check_imports_neither_torch_nor_the_tracer():
+    """Finding the checks reads the modules' sources: labs 0-2 never pay for PyTorch or the tracer."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom cudalearn import exercises\n"
+        "exercises.check_blocks_for, exercises.check_matmul_loops, exercises.check_vector_add\n"
+        "print(sorted(m for m in ('torch', 'cudalearn.trace') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -80,6 +80,20 @@ def test_numba_cuda_imported_first_is_detected():
     assert r.stdout.startswith("sim") and "refused:" in r.stdout and "Restart the kernel" in r.stdout
 
 
+def test_a_kernels_module_imported_before_setup_without_a_gpu_is_refused_in_words():
+    if device._driver_device_count()[0]:
+        pytest.skip("this machine has a GPU: the real target imported first is the right one")
+    r = _run(
+        """
+        import cudalearn.kernels.basics
+        import cudalearn
+        cudalearn.setup()
+        """
+    )
+    assert r.returncode != 0 and "ModeError" in r.stderr, r.stderr
+    assert "imported before cudalearn.setup()" in r.stderr and "run the setup cell" in r.stderr
+
+
 def test_sizes_depend_on_the_mode():
     n_sim = cudalearn.size("ch2.matmul_n")
     assert n_sim == sizes.SIZES["ch2.matmul_n"]["sim"] <= 64

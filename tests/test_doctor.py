@@ -93,3 +93,14 @@ def test_report_on_this_machine_and_exit_code(capsys):
 def test_report_lists_tensor_core_precisions_for_a_gpu():
     text = doctor.report(plant(device="Tesla T4", compute_capability=(7, 5)))
     assert "fp16 yes" in text and "bf16 no" in text and "[warning]" in text
+
+
+def test_versions_is_the_one_reading_of_package_versions():
+    from importlib.metadata import version
+
+    found = doctor.versions(("numba-cuda", "no-such-dist-cudalearn"), missing="not installed")
+    assert found == {"python": doctor.collect()["python"], "numba-cuda": version("numba-cuda")} | {
+        "no-such-dist-cudalearn": "not installed"
+    }
+    assert doctor.versions(("no-such-dist-cudalearn",))["no-such-dist-cudalearn"] is None
+    assert doctor.collect()["versions"] == {p: doctor.package_version(p) for p in doctor.PACKAGES}

@@ -61,3 +61,15 @@ def test_ci_runs_exactly_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "python3 run.py test" in readme and "python3 run.py course" in readme
     assert "exec python3 run.py test" in ci
+
+
+def test_readme_chapter_table_has_one_row_per_book_chapter_in_order():
+    """The README's table is the one hand-written line of a new chapter (CONTRIBUTING.md): it must not lag."""
+    readme = (ROOT / "README.md").read_text()
+    row = r"^\| (\d+) \| .+ \| \[book\]\((book/[^)]+\.ipynb)\) \| \[lab\]\((labs/[^)]+\.ipynb)\) \|$"
+    rows = re.findall(row, readme, re.M)
+    books = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("book/*.ipynb"))
+    assert [book for _, book, _ in rows] == books, "README.md: one chapter row per book/*.ipynb, in order"
+    for number, book, lab in rows:
+        assert int(number) == int(Path(book).name[:2]), f"README.md: chapter {number} links {book}"
+        assert lab == book.replace("book/", "labs/", 1) and (ROOT / lab).is_file(), f"README.md: {lab}"

@@ -12,8 +12,9 @@ import pytest
 from numba import cuda, float32
 
 from cudalearn import checks, exercises
+from cudalearn.bench import dropout_chain
 from cudalearn.kernels import elementwise as ew
-from cudalearn.kernels import fused
+from cudalearn.kernels import linear
 from cudalearn.trace import trace
 
 RNG = np.random.default_rng(0)
@@ -134,7 +135,7 @@ def test_paired_chain_refuses_what_it_cannot_view_in_pairs():
 
 
 def test_chain_candidates_run_and_agree():
-    copies, chain, check = ew.chain_candidates(5, 22, seed=4)
+    copies, chain, check = dropout_chain.chain_candidates(5, 22, seed=4)
     outs, expected = check()
     assert set(outs) == set(copies) | set(chain)
     for name, got in outs.items():
@@ -148,20 +149,20 @@ def test_chain_candidates_run_and_agree():
 def test_naive_backward_products(m, k, n):
     A, B = rand(m, k), rand(n, k)
     C = checks.run_kernel(
-        fused.matmul_bt_naive, ((n + 7) // 8, (m + 7) // 8), (8, 8), A, B, checks.empty_output((m, n))
+        linear.matmul_bt_naive, ((n + 7) // 8, (m + 7) // 8), (8, 8), A, B, checks.empty_output((m, n))
     )
     checks.check_close(C[2], A @ B.T, **TOL)
     A2, B2 = rand(k, m), rand(k, n)
     C = checks.run_kernel(
-        fused.matmul_at_naive, ((n + 7) // 8, (m + 7) // 8), (8, 8), A2, B2, checks.empty_output((m, n))
+        linear.matmul_at_naive, ((n + 7) // 8, (m + 7) // 8), (8, 8), A2, B2, checks.empty_output((m, n))
     )
     checks.check_close(C[2], A2.T @ B2, **TOL)
 
 
 def test_tiled_kernels_off_the_tile_grid():
-    plain, fused_relu = fused.tiled(8)
+    plain, fused_relu = linear.tiled(8)
     X, W, b = rand(13, 19), rand(19, 9), rand(9)
-    grid, block = fused.tiled_launch(13, 9, 8)
+    grid, block = linear.tiled_launch(13, 9, 8)
     checks.check_close(
         checks.run_kernel(plain, grid, block, X, W, checks.empty_output((13, 9)))[2], X @ W, **TOL
     )
@@ -174,7 +175,7 @@ def _blocked_results(run, cfg, m, k, n):
 
     run(kernel, griddim, blockdim, *args) returns the arrays after the launch.
     """
-    kb = fused.blocked(cfg)
+    kb = linear.blocked(cfg)
     X, W, b, dZ = rand(m, k), rand(k, n), rand(n), rand(m, n)
     A = np.maximum(rand(m, k), 0)
     got, want = {}, {}
@@ -215,7 +216,7 @@ def _blocked_results(run, cfg, m, k, n):
 
 
 def test_register_tiled_kernels_under_the_simulator():
-    got, want = _blocked_results(checks.run_kernel, fused.SIM_TILES, 11, 13, 10)
+    got, want = _blocked_results(checks.run_kernel, linear.SIM_TILES, 11, 13, 10)
     for name in want:
         checks.check_close(got[name], want[name].astype(np.float32), name=name, rtol=1e-4, atol=1e-3)
 
@@ -230,7 +231,7 @@ def test_register_tiled_gpu_configuration_through_the_tracer():
         reports.append(rep)
         return rep.outputs
 
-    got, want = _blocked_results(run, fused.GPU_TILES, 65, 17, 10)  # two row tiles, partial tiles
+    got, want = _blocked_results(run, linear.GPU_TILES, 65, 17, 10)  # two row tiles, partial tiles
     for name in want:
         checks.check_close(got[name], want[name].astype(np.float32), name=name, rtol=1e-4, atol=1e-3)
     by_kernel = {r.kernel: r for r in reports}
@@ -241,9 +242,9 @@ def test_register_tiled_gpu_configuration_through_the_tracer():
 def test_the_padding_column_removes_the_transposed_store_conflicts():
     X, dZ = rand(16, 64), rand(16, 64)
     args = (X, dZ, np.zeros((64, 64), np.float32), np.zeros(64, np.float32))
-    launch = fused.GPU_TILES.launch(64, 64)
-    padded = trace(fused.linear_backward_weight, *launch, *args)
-    unpadded = trace(fused.linear_backward_weight_unpadded, *launch, *args)
+    launch = linear.GPU_TILES.launch(64, 64)
+    padded = trace(linear.linear_backward_weight, *launch, *args)
+    unpadded = trace(linear.linear_backward_weight_unpadded, *launch, *args)
     assert padded.bank_conflicts == 0
     # one tile of 16 rows: 1024 stores in 32 warp requests of 16 wavefronts each instead of 1
     assert unpadded.bank_conflicts == 32 * 15
@@ -253,7 +254,7 @@ def test_the_padding_column_removes_the_transposed_store_conflicts():
 def test_pre_transposed_weights_are_read_coalesced():
     dZ, W = rand(8, 32), rand(64, 32)
     grid, block = (2, 1), (32, 8)
-    stored = trace(fused.matmul_bt_naive, grid, block, dZ, W, np.zeros((8, 64), np.float32))
+    stored = trace(linear.matmul_bt_naive, grid, block, dZ, W, np.zeros((8, 64), np.float32))
     from cudalearn.kernels.matmul import matmul_naive
 
     transposed = trace(
@@ -265,22 +266,23 @@ def test_pre_transposed_weights_are_read_coalesced():
 
 
 def test_tiles_configurations():
-    assert fused.GPU_TILES.threads == (16, 16) and fused.SIM_TILES.threads == (4, 4)
-    assert fused.GPU_TILES.launch(1024, 10) == ((1, 16), (16, 16))
-    assert fused.tiles_for_mode("sim") is fused.SIM_TILES and fused.tiles_for_mode("gpu") is fused.GPU_TILES
+    assert linear.GPU_TILES.threads == (16, 16) and linear.SIM_TILES.threads == (4, 4)
+    assert linear.GPU_TILES.launch(1024, 10) == ((1, 16), (16, 16))
+    assert linear.tiles_for_mode("sim") is linear.SIM_TILES
+    assert linear.tiles_for_mode("gpu") is linear.GPU_TILES
     with pytest.raises(ValueError, match="divide evenly"):
-        fused.make_blocked(fused.Tiles(bm=8, bn=8, bk=3, tm=2, tn=2))
+        linear.make_blocked(linear.Tiles(bm=8, bn=8, bk=3, tm=2, tn=2))
 
 
 def test_the_constants_table_is_what_the_kernels_use():
-    c = fused.constants(fused.GPU_TILES)
+    c = linear.constants(linear.GPU_TILES)
     values = {name: value for name, (value, _) in c.items()}
     assert values == {
         "BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "TX": 16, "TY": 16, "NT": 256,
         "A_LOADS": 4, "B_LOADS": 4, "BKP": 17, "TT": 32, "TR": 8, "TTP": 33,
     }  # fmt: skip
-    assert fused.constants(fused.GPU_TILES, pad=0)["BKP"][0] == 16
-    assert (values["TX"], values["TY"]) == fused.GPU_TILES.threads
+    assert linear.constants(linear.GPU_TILES, pad=0)["BKP"][0] == 16
+    assert (values["TX"], values["TY"]) == linear.GPU_TILES.threads
     assert all(meaning for _, meaning in c.values()), "every constant says what it means"
     assert set(ew.CONSTANTS) == {"BLOCK_2D", "EPT", "PAIRS"} and ew.CONSTANTS["EPT"][0] == ew.EPT
 
@@ -293,11 +295,11 @@ def test_chapter_5_figures_draw_from_their_inputs():
 
     from cudalearn.figures import fusion as figs
 
-    fig = figs.register_patch(fused.GPU_TILES)
+    fig = figs.register_patch(linear.GPU_TILES)
     owner = fig.axes[0].images[0].get_array()
     assert owner.shape == (64, 64) and (owner == 1).sum() == 16, "thread (0, 0) owns a 4x4 patch"
     assert owner[16, 0] == 1 and owner[0, 16] == 1 and owner[1, 0] == 3, "rows and columns 16 apart"
-    rows, cols = fused.GPU_TILES.thread_outputs(1, 0)
+    rows, cols = linear.GPU_TILES.thread_outputs(1, 0)
     assert rows == [0, 16, 32, 48] and cols == [1, 17, 33, 49]
     fig = figs.bytes_on_diagonal({"a": {"k": (8.0, 7.5)}, "b": {"x": (1.0, 1.0), "y": (2.0, 2.0)}})
     assert len(fig.axes) == 2 and len(fig.axes[1].collections[0].get_offsets()) == 2
@@ -425,13 +427,13 @@ def backward_good(dZ, WT, A, dA):
 
 
 def test_lab_checks_pass_the_reference_kernels():
-    kernel = fused.tiled(TILE)[1]
+    kernel = linear.tiled(TILE)[1]
     exercises.check_linear_relu(kernel, TILE)
     exercises.check_linear_relu_stores_once(kernel, TILE)
 
     def layer_forward(X, W, b):
         Y = cuda.device_array((X.shape[0], W.shape[1]), np.float32)
-        kernel[fused.tiled_launch(X.shape[0], W.shape[1], TILE)](X, W, b, Y)
+        kernel[linear.tiled_launch(X.shape[0], W.shape[1], TILE)](X, W, b, Y)
         return Y
 
     exercises.check_layer_forward(layer_forward, kernel)
@@ -454,12 +456,12 @@ def test_lab_checks_catch_wrong_fused_kernels():
 
 
 def test_lab_checks_catch_wrong_layer_forwards():
-    kernel = fused.tiled(TILE)[1]
+    kernel = linear.tiled(TILE)[1]
 
     def unfused(X, W, b):
         Z = cuda.device_array((X.shape[0], W.shape[1]), np.float32)
-        grid = fused.tiled_launch(X.shape[0], W.shape[1], TILE)
-        fused.tiled(TILE)[0][grid](X, W, Z)
+        grid = linear.tiled_launch(X.shape[0], W.shape[1], TILE)
+        linear.tiled(TILE)[0][grid](X, W, Z)
         ew.add_bias[grid](Z, b, Z)
         ew.relu[grid](Z, Z)
         return Z
@@ -469,7 +471,7 @@ def test_lab_checks_catch_wrong_layer_forwards():
 
     def returns_host(X, W, b):
         Y = cuda.device_array((X.shape[0], W.shape[1]), np.float32)
-        kernel[fused.tiled_launch(X.shape[0], W.shape[1], TILE)](X, W, b, Y)
+        kernel[linear.tiled_launch(X.shape[0], W.shape[1], TILE)](X, W, b, Y)
         return Y.copy_to_host
 
     def not_done(X, W, b):
@@ -490,9 +492,9 @@ def test_lab_checks_catch_uncoalesced_backward_and_wrong_bytes():
         exercises.check_backward_input(backward_swapped, sizes=[(5, 3, 7)])  # right result, uncoalesced
     with pytest.raises(AssertionError, match="A` is read 8.0 times as often as needed"):
         exercises.check_backward_coalesced(backward_reads_a_in_loop)
-    assert exercises.fusion._backward_ideal_sectors(64, 8, 64) == 128 * (8 * 5 + 4)
+    assert exercises.coalesced_backward._backward_ideal_sectors(64, 8, 64) == 128 * (8 * 5 + 4)
     with pytest.raises(AssertionError, match="epilogue_bytes"):
         exercises.check_epilogue_bytes(lambda m, n, f: (4 if f else 12) * m * n)
     with pytest.raises(AssertionError, match="a float, where a Python int is asked for"):
         exercises.check_epilogue_bytes(lambda m, n, f: (8.0 if f else 24.0) * m * n)
-    assert math.isclose(exercises.fusion.MAX_SECTORS_PER_LOAD, 4.0)
+    assert math.isclose(exercises.coalesced_backward.MAX_SECTORS_PER_LOAD, 4.0)

@@ -13,15 +13,16 @@ import numpy as np
 import pytest
 
 from cudalearn import checks
-from cudalearn.grading import Limits, add_arguments, grade, judge, match, sandbox, wire
+from cudalearn.grading import Limits, add_arguments, errors, grade, judge, match, remote, wire
 from cudalearn.grading import lab as lab_mod
 from cudalearn.grading.grader import command, job_for
+from cudalearn.grading.landlock import landlock_abi
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import plants  # noqa: E402
 
 LIMITS = Limits(timeout=120, cell_timeout=10, memory_mb=768)  # generous: CI machines can be slow
-LANDLOCK = sandbox.landlock_abi()
+LANDLOCK = landlock_abi()
 TESTS = ["test_blocks_for", "test_scale"]
 
 
@@ -156,7 +157,7 @@ def test_student_code_is_confined(graded):
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="--user needs root")
 def test_student_code_can_run_as_another_user(tmp_path):
     """Without Landlock, --user is what keeps a submission out of the instructor's files."""
-    from cudalearn.grading.grader import check_user
+    from cudalearn.grading.limits import check_user
 
     try:
         check_user("nobody")
@@ -179,7 +180,7 @@ def test_student_code_can_run_as_another_user(tmp_path):
 
 
 def test_an_unusable_user_is_refused_before_grading():
-    from cudalearn.grading.grader import check_user
+    from cudalearn.grading.limits import check_user
 
     with pytest.raises(ValueError, match="no user"):
         check_user("no-such-user-3f9a")
@@ -276,12 +277,11 @@ def test_a_frame_over_the_limit_is_refused():
 
 
 def test_student_exceptions_come_back_as_builtin_types_only():
-    assert type(judge._exception({"type": "IndexError", "module": "builtins", "message": "m"})) is IndexError
-    assert type(judge._exception({"type": "AlwaysPass", "module": "__main__"})) is judge.SubmissionError
-    assert type(judge._exception({"type": "SystemExit", "module": "builtins"})) is judge.SubmissionError
-    assert (
-        type(judge._exception({"type": "KeyboardInterrupt", "module": "builtins"})) is judge.SubmissionError
-    )
+    rebuilt, theirs = errors.rebuilt_exception, errors.SubmissionError
+    assert type(rebuilt({"type": "IndexError", "module": "builtins", "message": "m"})) is IndexError
+    assert type(rebuilt({"type": "AlwaysPass", "module": "__main__"})) is theirs
+    assert type(rebuilt({"type": "SystemExit", "module": "builtins"})) is theirs
+    assert type(rebuilt({"type": "KeyboardInterrupt", "module": "builtins"})) is theirs
 
 
 def test_the_command_line(tmp_path, capsys):
@@ -345,8 +345,8 @@ def _rebuilder(answers):
 
     ns = {}
     exec("import numpy as np\nfrom numba import cuda, float32", ns)
-    handle = judge.Remote.__new__(judge.Remote)  # what the student's process returns for a module
-    return rebuild.Rebuilder(answers, ns, lambda name: ns.get(name, handle), judge.Remote)
+    handle = remote.Remote.__new__(remote.Remote)  # what the student's process returns for a module
+    return rebuild.Rebuilder(answers, ns, lambda name: ns.get(name, handle), remote.Remote)
 
 
 def test_a_kernel_is_rebuilt_from_its_source_for_the_tracer_and_traced_like_the_original():
@@ -483,7 +483,7 @@ def test_objects_the_instructor_built_reach_the_student_s_code():
     import base64
     import pickle
 
-    from cudalearn.grading.sandbox import Server
+    from cudalearn.grading.server import Server
 
     j = judge.Judge.__new__(judge.Judge)
     j.generation = 1
@@ -491,6 +491,6 @@ def test_objects_the_instructor_built_reach_the_student_s_code():
     assert set(node) == {"$", "pickle"}
     assert Server().from_ref(node) == Limits(timeout=7)
     forged = {"$": "r", "pickle": base64.b64encode(pickle.dumps(Limits())).decode(), "id": 1, "type": "x"}
-    assert isinstance(j._from_ref(forged), judge.Remote)  # the judge builds a handle, never the object
+    assert isinstance(j._from_ref(forged), remote.Remote)  # the judge builds a handle, never the object
     with pytest.raises(TypeError, match="student_side"):
         j._to_ref(lambda: None)

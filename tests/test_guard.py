@@ -5,7 +5,7 @@ import pytest
 from numba import cuda
 
 from cudalearn import checks, guard
-from cudalearn.grading import sandbox
+from cudalearn.grading import server
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.float64])
@@ -23,11 +23,11 @@ def test_writes_beside_the_array_are_counted_on_the_side_they_hit(dtype):
 
 
 def test_the_checks_and_the_sandbox_use_the_same_zones():
-    view, g = sandbox._guard(cuda.to_device(np.zeros((2, 3), np.float32)))
+    view, g = server._guard(cuda.to_device(np.zeros((2, 3), np.float32)))
     assert isinstance(g, guard.Guarded) and view.shape == (2, 3)
     flat = g.buffer.copy_to_host()
     flat[guard.GUARD + 6] = 1.0
     g.buffer.copy_to_device(flat)
     with pytest.raises(IndexError, match="past the end of `out`"):
-        sandbox._check_guard("`out`", (2, 3), g)
+        server._check_guard("`out`", (2, 3), g)
     assert not hasattr(checks, "GUARD")  # no second size that could disagree

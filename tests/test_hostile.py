@@ -22,7 +22,9 @@ import nbformat
 import pytest
 
 from cudalearn.grading import Limits, grade, process, sandbox
-from cudalearn.grading.grader import feedback_names, find_submissions, read_submission
+from cudalearn.grading.namespaces import probe_namespaces
+from cudalearn.grading.report import feedback_names
+from cudalearn.grading.submissions import find_submissions, read_submission
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import plants  # noqa: E402
@@ -30,7 +32,7 @@ import plants  # noqa: E402
 LIMITS = Limits(timeout=120, cell_timeout=15, memory_mb=768)
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 CGROUP = process.Cgroup.base() is not None
-NAMESPACES = sandbox.probe_namespaces()
+NAMESPACES = probe_namespaces()
 TAG = f"hostile{uuid.uuid4().hex[:10]}"  # in every name and command line a case leaves: found if it stays
 PASS = {"test_blocks_for": "passed", "test_scale": "passed"}
 ZERO = {"test_blocks_for": "error", "test_scale": "error"}
@@ -385,7 +387,7 @@ def test_the_judge_reads_replies_of_bounded_size():
 
 
 def test_what_this_machine_cannot_enforce_is_said_in_the_feedback():
-    from cudalearn.grading.grader import containment_notes
+    from cudalearn.grading.limits import containment_notes
 
     notes = " ".join(containment_notes(LIMITS, cgroup=False))
     assert "no cgroup" in notes and "shared memory was not counted" in notes

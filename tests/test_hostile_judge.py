@@ -130,7 +130,7 @@ LAB1 = {
     # the check's arrays refuse @ in the student's process; a plain view of them does not
     "stand-in": (LAB1_ANSWER + "    return np.asarray(A) @ np.asarray(B)\n", {"matmul_loops": "@"}),
     "stand-in-patched": (
-        "import cudalearn.exercises.basics as _b\n\n"
+        "import cudalearn.exercises.cpu_matmul as _b\n\n"
         "_b._LoopsOnly.__matmul__ = lambda a, b: np.asarray(a).dot(np.asarray(b))\n"
         "_b._LoopsOnly.__array_ufunc__ = None\n\n\n" + LAB1_ANSWER + "    return A @ B\n",
         {"matmul_loops": "uses (@|_LoopsOnly)"},
@@ -226,11 +226,11 @@ def test_lab1_stand_ins_and_zeroed_inputs_lose_the_points(lab1, name):
 
 
 def _rebuilder(answers, **ns):
-    from cudalearn.grading import judge, rebuild
+    from cudalearn.grading import rebuild, remote
 
     namespace: dict = dict(ns)
     exec("import math\nimport numpy as np\nfrom numba import cuda, float32", namespace)
-    return rebuild.Rebuilder(answers, namespace, lambda name: 16, judge.Remote)
+    return rebuild.Rebuilder(answers, namespace, lambda name: 16, remote.Remote)
 
 
 def _matmul_args(m=17, k=20, n=13):

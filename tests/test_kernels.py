@@ -1,4 +1,8 @@
-"""The package's kernels: correct under the simulator, compiled to real PTX, same as the solutions' copies."""
+"""The package's kernels: correct under the simulator, compiled to real PTX, same as the solutions' copies.
+
+The kernel modules are discovered (`cudalearn.kernels.kernel_modules`), never listed: a new module of
+`cudalearn/kernels/` is compiled, checked for SIGNATURES and compared with the notebooks' copies at once.
+"""
 
 import ast
 import importlib
@@ -15,20 +19,39 @@ import numpy as np
 import pytest
 
 from cudalearn import checks
-from cudalearn.kernels import basics, matmul, memory
+from cudalearn.kernels import basics, kernel_modules, matmul, strided_copy
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = [
-    "cudalearn.kernels.basics",
-    "cudalearn.kernels.memory",
-    "cudalearn.kernels.matmul",
-    "cudalearn.kernels.tiled",
-    "cudalearn.kernels.transpose",
-    "cudalearn.kernels.fused",
-    "cudalearn.kernels.elementwise",
-    "cudalearn.kernels.regblock",
-    "cudalearn.kernels.patchify",
-]
+MODULES = kernel_modules()
+
+
+def test_kernel_modules_are_discovered_from_the_source(tmp_path):
+    chapters = ("basics", "strided_copy", "matmul", "tiled", "transpose", "linear", "elementwise", "regblock")
+    assert {f"cudalearn.kernels.{name}" for name in (*chapters, "patchify")} <= set(MODULES)
+    assert "cudalearn.kernels.memory" not in MODULES, "an alias that only re-exports defines no kernel"
+    pkg = tmp_path / "cudalearn"
+    (pkg / "kernels").mkdir(parents=True)
+    (pkg / "other").mkdir()
+    (pkg / "kernels" / "new_chapter.py").write_text("@cuda.jit\ndef k(x):\n    pass\n")
+    (pkg / "kernels" / "helpers.py").write_text("def launch(n):\n    return n\n")
+    (pkg / "other" / "listed.py").write_text('SIGNATURES = {"k": "void(float32[::1])"}\n')
+    (pkg / "other" / "tests_only.py").write_text("@cuda.jit\ndef k(x):\n    pass\n")
+    found = kernel_modules(pkg)
+    assert found == ["cudalearn.kernels.new_chapter", "cudalearn.other.listed"], found
+
+
+def test_importing_the_kernels_package_chooses_no_mode():
+    code = """
+    import os, sys
+    import cudalearn.kernels
+    from cudalearn import device
+    assert "numba" not in sys.modules and "NUMBA_ENABLE_CUDASIM" not in os.environ, sorted(sys.modules)
+    assert device._INFO is None
+    print(len(cudalearn.kernels.kernel_modules()))
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and int(r.stdout) == len(MODULES), r.stderr[-3000:]
 
 
 def test_vector_add_scale_busy_and_ids():
@@ -51,12 +74,12 @@ def test_vector_add_scale_busy_and_ids():
 def test_copy_strided_is_a_permutation_read_with_the_stride(stride):
     n = 64
     src = np.arange(n, dtype=np.float32)
-    grid, block, rows, s = memory.copy_strided_launch(n, stride, threads=16)
-    dst = checks.run_kernel(memory.copy_strided, grid, block, src, checks.empty_output(n), rows, s)[1]
+    grid, block, rows, s = strided_copy.copy_strided_launch(n, stride, threads=16)
+    dst = checks.run_kernel(strided_copy.copy_strided, grid, block, src, checks.empty_output(n), rows, s)[1]
     np.testing.assert_array_equal(dst, src.reshape(-1, stride).T.ravel())
     assert dst[1] - dst[0] == stride, "neighbouring threads read elements `stride` apart"
     with pytest.raises(ValueError, match="multiple of the stride"):
-        memory.copy_strided_launch(10, 4)
+        strided_copy.copy_strided_launch(10, 4)
 
 
 @pytest.mark.parametrize("kernel", [matmul.matmul_naive, matmul.matmul_naive_swapped])
@@ -112,14 +135,22 @@ def _is_device_function(v) -> bool:
     return bool(getattr(v, "_device", False) or getattr(v, "targetoptions", {}).get("device"))
 
 
+def _kernels_defined_in(m) -> set[str]:
+    """Names of the @cuda.jit kernels module `m` defines (made there, not imported from elsewhere)."""
+    found = set()
+    for name, v in vars(m).items():
+        fn = getattr(v, "py_func", None) or getattr(v, "fn", None)
+        is_kernel = hasattr(v, "py_func") or type(v).__name__ == "FakeCUDAKernel"
+        if is_kernel and not _is_device_function(v) and getattr(fn, "__module__", None) == m.__name__:
+            found.add(name)
+    return found
+
+
 def test_every_jit_kernel_in_the_package_has_a_signature():
     for mod in MODULES:
         m = importlib.import_module(mod)
-        kernels = {
-            n
-            for n, v in vars(m).items()
-            if (hasattr(v, "py_func") or type(v).__name__ == "FakeCUDAKernel") and not _is_device_function(v)
-        }
+        assert hasattr(m, "SIGNATURES"), f"{mod} defines kernels {_kernels_defined_in(m)} but no SIGNATURES"
+        kernels = _kernels_defined_in(m)
         assert kernels == set(m.SIGNATURES), f"{mod}: kernels {kernels} vs SIGNATURES {set(m.SIGNATURES)}"
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from cudalearn import checks, datasets
-from cudalearn.nn import mlp
+from cudalearn.bench import fused_layer, shallow_net
+from cudalearn.nn import epoch_data, mlp, training
 
 
 @pytest.fixture(scope="module")
@@ -95,13 +96,13 @@ def test_logits_match_a_torch_model_with_the_same_weights(tiny):
     expected = mlp.torch_model(params)(torch.from_numpy(tiny.X_test)).detach().numpy()
     for cls in (mlp.NaiveMLP, mlp.FusedMLP):
         net = cls(params, 16, mlp.LR)
-        got = net.logits(mlp.NumbaData(tiny).X_test)  # 8 rows: a partial batch
+        got = net.logits(epoch_data.NumbaData(tiny).X_test)  # 8 rows: a partial batch
         checks.check_close(got, expected, name=f"{cls.name} logits", rtol=1e-4, atol=1e-5)
-    assert mlp.accuracy(expected, np.argmax(expected, 1)) == 1.0
+    assert training.accuracy(expected, np.argmax(expected, 1)) == 1.0
 
 
 def test_launch_counts(tiny):
-    dd = mlp.NumbaData(tiny)
+    dd = epoch_data.NumbaData(tiny)
     dd.shuffle(np.arange(dd.n_train, dtype=np.int32))
     for hidden in (1, 2):
         params = mlp.init_params(mlp.layer_sizes(tiny.features, 8, layers=hidden))
@@ -132,17 +133,17 @@ def test_train_records_history_and_accuracy(tiny):
 
 def test_time_training_and_batch_sweep_run_and_are_json(tiny):
     sizes = mlp.layer_sizes(tiny.features, 8, layers=1)
-    figs = mlp.time_training(tiny, sizes, batch=16, lr=0.3, epochs=1, names=("fused", "torch"))
+    figs = shallow_net.time_training(tiny, sizes, batch=16, lr=0.3, epochs=1, names=("fused", "torch"))
     assert set(figs["seconds"]) == {"fused", "torch"} and figs["launches_per_step"] == {"fused": 8}
     assert figs["steps_per_epoch"] == 2 and len(figs["epoch_loss"]["fused"]) == 1
     json.dumps(figs)
-    sweep = mlp.time_batch_sizes(tiny, sizes, [16], lr=0.3, steps=1, launches=2)
+    sweep = shallow_net.time_batch_sizes(tiny, sizes, [16], lr=0.3, steps=1, launches=2)
     assert len(sweep["fused_ms_per_step"]) == len(sweep["torch_ms_per_step"]) == 1 and sweep["launch_us"] > 0
     json.dumps(sweep)
 
 
 def test_layer_candidates_agree_with_numpy():
-    layer = mlp.layer_candidates(5, 9, 7, seed=1)
+    layer = fused_layer.layer_candidates(5, 9, 7, seed=1)
     layer["check"]()
     assert set(layer) == {"forward", "backward_input", "backward_weight", "flops", "check"}
     assert layer["flops"]["forward"] == 2 * 5 * 9 * 7
@@ -150,19 +151,19 @@ def test_layer_candidates_agree_with_numpy():
 
 def test_goal_lines_never_hide_a_miss():
     training = {"seconds": {"naive": 9.0, "fused": 2.0, "torch": 1.5}}
-    lines = mlp.goal_lines(training, 3100.0, 4300.0, source="H200")
+    lines = shallow_net.goal_lines(training, 3100.0, 4300.0, source="H200")
     assert lines[0].startswith("MET") and "4.50x" in lines[0]
     assert lines[1].startswith("MET") and lines[2].startswith("MET") and lines[2].endswith("[H200]")
-    lines = mlp.goal_lines({"seconds": {"naive": 4.0, "fused": 2.0, "torch": 0.5}}, 2000.0, 4300.0)
+    lines = shallow_net.goal_lines({"seconds": {"naive": 4.0, "fused": 2.0, "torch": 0.5}}, 2000.0, 4300.0)
     assert [line.split()[0] for line in lines] == ["MISSED", "MISSED", "MISSED"]
-    assert all(line.startswith("NO DATA") for line in mlp.goal_lines(None, None, None))
-    named = mlp.goal_lines(training, 3100.0, 4300.0, chain_name="fused, 8-byte accesses")[2]
+    assert all(line.startswith("NO DATA") for line in shallow_net.goal_lines(None, None, None))
+    named = shallow_net.goal_lines(training, 3100.0, 4300.0, chain_name="fused, 8-byte accesses")[2]
     assert named.endswith("72% (3,100 GB/s vs 4,300 GB/s, fused, 8-byte accesses)"), named
 
 
 def test_time_step_host_splits_the_host_time_and_is_json(tiny):
     sizes = mlp.layer_sizes(tiny.features, 8, layers=1)
-    host = mlp.time_step_host(tiny, sizes, batch=16, lr=0.3, steps=1, calls=2)
+    host = shallow_net.time_step_host(tiny, sizes, batch=16, lr=0.3, steps=1, calls=2)
     assert host["launches_per_step"] == 8, host
     assert 0 < host["queue_ms_per_step"] <= host["step_ms"] and host["drain_ms"] >= 0
     assert min(host["launch_us_empty"], host["launch_us_forward"], host["slice_us"]) > 0
@@ -175,9 +176,9 @@ def test_tables_of_the_stored_figures():
         "launches_per_step": {"naive": 25, "fused": 12},
         "test_accuracy": {"naive": 0.9, "fused": 0.9, "torch": 0.91},
     }
-    lines = mlp.training_lines(training)
+    lines = shallow_net.training_lines(training)
     assert len(lines) == 4 and lines[2].split()[:4] == ["fused", "0.500", "4.00x", "1.25x"], lines
     assert lines[3].split()[4] == "-", "PyTorch has no Numba launches to count"
     sweep = {"batches": [64, 1024], "fused_ms_per_step": [1.0, 1.0], "torch_ms_per_step": [2.0, 2.0]}
-    rows = mlp.sweep_lines(sweep)
+    rows = shallow_net.sweep_lines(sweep)
     assert rows[1].split() == ["64", "1.000", "2.000", "15.62"] and rows[2].split()[-1] == "0.98", rows

@@ -13,7 +13,7 @@ import pytest
 from numba import cuda, float32
 
 from cudalearn import checks, ptx
-from cudalearn.kernels import basics, fused, tiled
+from cudalearn.kernels import basics, linear, tiled
 
 TILE = 32
 PADDED = TILE + 1
@@ -252,7 +252,7 @@ def test_the_computed_shape_message_gives_the_module_level_fix():
         (math_f32, (V, V)),
         (basics.vector_add, (V, V, V)),
         (tiled.matmul_tiled32_padded, (M, M, M)),
-        (fused.linear_relu_tiled, (M, M, np.zeros(4, np.float32), M)),
+        (linear.linear_relu_tiled, (M, M, np.zeros(4, np.float32), M)),
     ],
 )
 def test_valid_float32_kernels_compile_with_no_float64(kernel, args):
@@ -378,7 +378,7 @@ def test_a_handle_is_compiled_from_its_py_func_never_called():
 
 
 def test_grader_handles_are_compiled_like_any_kernel():
-    handle = type("Remote", (_Handle,), {"__module__": "cudalearn.grading.judge"})(matmul_f64_acc)
+    handle = type("Remote", (_Handle,), {"__module__": "cudalearn.grading.remote"})(matmul_f64_acc)
     with pytest.raises(AssertionError, match="computes in float64"):
         ptx.check_kernel(handle, (M, M, M))
 

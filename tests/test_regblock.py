@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
-from cudalearn import checks, exercises
+from cudalearn import checks, exercises, toolchain
 from cudalearn.kernels import regblock
 
 SIZES = [(32, 32, 32), (19, 13, 23), (1, 1, 1), (16, 8, 17)]
@@ -35,10 +35,10 @@ def test_tile_rules_are_enforced_and_configs_chosen_by_compute_capability():
         regblock.make_regblock_2d_vec(BM=16, BN=16, BK=4, TM=2, TN=4)
     with pytest.raises(ValueError, match="multiple of 4"):
         regblock.make_regblock_2d_prefetch(BM=16, BN=16, BK=2, TM=4, TN=4)
-    assert regblock.config_for((9, 0)) == regblock.config_for((8, 0)) == "h200"
-    assert regblock.config_for((7, 5)) == "t4"
+    assert regblock.config_for((9, 0)) == regblock.config_for((8, 0)) == "sm80+"
+    assert regblock.config_for((7, 5)) == "sm75"
     assert regblock.config_for(None, simulator=True) == "sim"
-    grid, threads = regblock.launch_config("regblock_2d_vec", regblock.CONFIGS["h200"], 4096, 1000)
+    grid, threads = regblock.launch_config("regblock_2d_vec", regblock.CONFIGS["sm80+"], 4096, 1000)
     assert grid == (8, 32) and threads == 256
 
 
@@ -56,7 +56,7 @@ SASS = """
 
 
 def test_instruction_mix_finds_the_hot_loop():
-    mix = regblock.instruction_mix(SASS)
+    mix = toolchain.instruction_mix(SASS)
     assert mix["loop"] == {
         "FFMA": 2,
         "LDS": 2,
@@ -76,12 +76,13 @@ def test_instruction_mix_finds_the_hot_loop():
 
 def test_the_last_steps_compile_lean_for_the_h200_and_the_t4():
     """ptxas and the SASS of the kernels as the book describes them (skipped without ptxas/cuobjdump)."""
-    if not (regblock.find_tool("ptxas") and regblock.find_tool("cuobjdump")):
+    if not (toolchain.find_tool("ptxas") and toolchain.find_tool("cuobjdump")):
         pytest.skip("ptxas or cuobjdump not found (nvidia-cuda-nvcc wheel, Triton or a CUDA toolkit)")
     code = """
     import json, cudalearn
     cudalearn.setup("compile", quiet=True)
     from numba import cuda
+    from cudalearn import toolchain
     from cudalearn.kernels import regblock
     out = {}
     for name, cc in [("regblock_1d", (9, 0)), ("regblock_2d_simple", (9, 0)), ("regblock_2d_vec", (9, 0)),
@@ -89,7 +90,7 @@ def test_the_last_steps_compile_lean_for_the_h200_and_the_t4():
         k = getattr(regblock, name)
         bounds = k.targetoptions.get("launch_bounds")
         ptx, _ = cuda.compile_ptx(k.py_func, regblock._SIG, cc=cc, launch_bounds=bounds)
-        out[name] = regblock.compile_report(ptx, cc) | {"f64": ".f64" in ptx}
+        out[name] = toolchain.compile_report(ptx, cc) | {"f64": ".f64" in ptx}
     print(json.dumps(out))
     """
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
@@ -221,7 +222,7 @@ def test_lab_function_checks():
 
 @pytest.mark.parametrize(
     "target,name",
-    [("h200", "regblock_2d_vec"), ("h200", "regblock_2d_prefetch"), ("t4", "regblock_2d_prefetch")],
+    [("sm80+", "regblock_2d_vec"), ("sm80+", "regblock_2d_prefetch"), ("sm75", "regblock_2d_prefetch")],
 )
 def test_real_tile_sizes_right_and_race_free_on_full_and_edge_tiles(target, name):
     """Traced on the CPU at the GPU tile sizes: one interior block, three edge blocks, 3 tiles along k."""
@@ -249,7 +250,7 @@ TINY_PTX = """.version 7.0
 
 def test_compile_report_tries_every_ptxas_until_one_reads_the_ptx(tmp_path, monkeypatch):
     """An older ptxas refuses newer PTX ('Unsupported .version'): the report moves on to the next copy."""
-    real_ptxas, cuobjdump = regblock.find_tool("ptxas"), regblock.find_tool("cuobjdump")
+    real_ptxas, cuobjdump = toolchain.find_tool("ptxas"), toolchain.find_tool("cuobjdump")
     if not (real_ptxas and cuobjdump):
         pytest.skip("ptxas or cuobjdump not found (nvidia-cuda-nvcc wheel, Triton or a CUDA toolkit)")
     old = tmp_path / "ptxas"
@@ -258,12 +259,12 @@ def test_compile_report_tries_every_ptxas_until_one_reads_the_ptx(tmp_path, monk
     )
     old.chmod(0o755)
     paths = {"ptxas": [str(old), real_ptxas], "cuobjdump": [cuobjdump]}
-    monkeypatch.setattr(regblock, "tool_paths", lambda name: paths[name])
-    report = regblock.compile_report(TINY_PTX, (7, 5))
+    monkeypatch.setattr(toolchain, "tool_paths", lambda name: paths[name])
+    report = toolchain.compile_report(TINY_PTX, (7, 5))
     assert report["arch"] == "sm_75" and report["sass"]["total"]["instructions"] > 0
     paths["ptxas"] = [str(old)]
     with pytest.raises(RuntimeError, match="Unsupported .version"):
-        regblock.compile_report(TINY_PTX, (7, 5))
+        toolchain.compile_report(TINY_PTX, (7, 5))
 
 
 @pytest.mark.parametrize("name", ["regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch"])

@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from cudalearn import checks, exercises
-from cudalearn.nn import resnet
+from cudalearn import checks, datasets, exercises
+from cudalearn.nn import resnet, training
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # small models: faster on one CPU thread
 
@@ -35,7 +35,7 @@ def test_make_net_layers_parameters_and_shapes():
 
 
 def test_gradients_vanish_explode_or_flow():
-    data = resnet.digits_split()
+    data = datasets.digits_split()
     X, y = data.X_train[:64], data.y_train[:64]
     ratio = {}
     for skip in (False, True):
@@ -91,36 +91,50 @@ def test_the_plus_one_on_the_jacobian():
 
 
 def test_digits_split():
-    d = resnet.digits_split(test=97)
+    d = datasets.digits_split(test=97)
     assert d.X_train.shape == (1700, 64) and d.X_test.shape == (97, 64)
     assert d.X_train.dtype == torch.float32 and d.y_train.dtype == torch.int64
     assert -1.0 <= float(d.X_train.min()) and float(d.X_train.max()) <= 1.0
-    assert resnet.digits_split(images=True).X_train.shape[1:] == (1, 8, 8)
+    assert datasets.digits_split(images=True).X_train.shape[1:] == (1, 8, 8)
     with pytest.raises(ValueError, match="test="):
-        resnet.digits_split(test=0)
+        datasets.digits_split(test=0)
+
+
+def test_every_digits_view_reads_the_same_originals():
+    images, labels = datasets.originals()
+    signed = torch.from_numpy(images * 2 - 1)  # [-1, 1]: exact, the pixels are sixteenths
+    d = datasets.digits_split(test=97)
+    rows = torch.cat([d.X_train, d.X_test]).reshape(-1, 8, 8)
+    assert torch.equal(rows.sum(0), signed.sum(0)) and len(rows) == len(labels)  # a permutation of them
+    centred = datasets.shifted_digits(canvas=8, train=5, test=5, seed=2)
+    order = np.random.default_rng(2).permutation(len(labels))
+    assert torch.equal(centred.X_train[:, 0], signed[order[:5]])
+    x, y = datasets.digits_upsampled(16)
+    assert x.shape == (len(labels), 1, 16, 16) and y.dtype == torch.int64
+    assert abs(float(x.mean())) < 1e-4 and abs(float(x.std()) - 1) < 1e-4
 
 
 def test_fit_learns_and_reports():
-    data = resnet.digits_split(test=300)
-    small = resnet.Split(data.X_train[:300], data.y_train[:300], data.X_test, data.y_test)
+    data = datasets.digits_split(test=300)
+    small = datasets.Split(data.X_train[:300], data.y_train[:300], data.X_test, data.y_test)
     torch.manual_seed(0)
     net = resnet.make_net(1, skip=True, width=32)
-    hist = resnet.fit(net, small, epochs=3, lr=0.05, batch=32)
+    hist = training.fit_epochs(net, small, epochs=3, lr=0.05, batch=32)
     assert len(hist.epoch_loss) == 3 and hist.epoch_loss[-1] < hist.epoch_loss[0]
     assert hist.test_acc > 0.5 and 0 <= hist.train_acc <= 1
     assert set(hist.as_dict()) == {"epoch_loss", "train_loss", "train_acc", "test_acc"}
-    tiny = resnet.Split(data.X_train[:20], data.y_train[:20], data.X_test, data.y_test)
-    hist = resnet.fit(
+    tiny = datasets.Split(data.X_train[:20], data.y_train[:20], data.X_test, data.y_test)
+    hist = training.fit_epochs(
         resnet.make_net(1, skip=False, width=8), tiny, epochs=1, lr=1e-3, batch=64, optimizer="adamw"
     )
     assert np.isfinite(hist.epoch_loss[0])  # a training set smaller than a batch is one batch
     with pytest.raises(ValueError, match="optimizer"):
-        resnet.fit(net, small, epochs=1, lr=0.1, optimizer="lbfgs")
+        training.fit_epochs(net, small, epochs=1, lr=0.1, optimizer="lbfgs")
 
 
 def test_compare_depths_and_plots():
-    data = resnet.digits_split(test=200)
-    small = resnet.Split(data.X_train[:128], data.y_train[:128], data.X_test, data.y_test)
+    data = datasets.digits_split(test=200)
+    small = datasets.Split(data.X_train[:128], data.y_train[:128], data.X_test, data.y_test)
     res = resnet.compare_depths(
         {"a": (1, False), "b": (2, True)}, small, seeds=[0, 1], width=8, epochs=1, lr=0.05
     )
@@ -207,7 +221,7 @@ def test_lab8_checks_catch_what_the_numbers_hide():
 
 def test_lab8_experiments_return_only_data():
     """What crosses back from the student's process under `cudalearn grade`: tensors, numbers, strings."""
-    from cudalearn.exercises import architectures as arch
+    from cudalearn.exercises import resnet as arch
 
     def plain(v):
         if isinstance(v, dict):

@@ -347,3 +347,12 @@ def test_search_finds_a_chapter_3_kernel(site_dir):
         hit = next(h for h in hits if "/book/03-tiling.html" in h)
         page.goto(urljoin(base, hit), wait_until="load")
         assert KERNEL in page.locator("article").inner_text()
+
+
+def test_front_page_names_each_stored_run_once_with_its_device_and_date():
+    """Every label of the index (Nsight Compute profiles included), once each; no site build needed."""
+    page = site._index_page(BOOKS)
+    labels = list(dict.fromkeys(run.label for run in reference.index()))
+    assert f"({'; '.join(labels)})" in page
+    assert all(page.count(label) == 1 for label in labels)
+    assert all(f"book/{nb.stem}\n" in page for nb in BOOKS), "the table of contents is the notebooks folder"

@@ -89,3 +89,22 @@ def test_stored_reference_files_are_labelled_gpu_runs():
         data = reference.load(name)
         assert data["mode"] == "gpu" and data["device"] and data["date"] and data["versions"]["numba-cuda"]
         assert data["figures"], f"{name} stores no figure"
+
+
+def test_matmul_operands_compute_in_fp32_and_leave_the_tf32_settings_as_they_were():
+    torch = pytest.importorskip("torch")
+    from cudalearn import precision
+    from cudalearn.bench.operands import matmul_operands
+
+    before = precision.settings()
+    torch.set_float32_matmul_precision("high")  # TF32 allowed, as a notebook might leave it
+    try:
+        changed = precision.settings()
+        ops = matmul_operands(8, seed=1)
+        assert precision.settings() == changed, "a benchmark's operands must not change global torch state"
+    finally:
+        precision.restore(before)
+    assert ops.A.shape == ops.B.shape == ops.expected.shape == (8, 8)
+    np = pytest.importorskip("numpy")
+    np.testing.assert_allclose(ops.expected, ops.A @ ops.B, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(ops.dA.copy_to_host(), ops.A)

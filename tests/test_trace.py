@@ -4,17 +4,17 @@ import os
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
-import importlib.util  # noqa: E402
 import inspect  # noqa: E402
 import math  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from numba import cuda, float32, float64  # noqa: E402
+from numba import cuda, float32  # noqa: E402
 
-from cudalearn.trace import TraceError, TraceOutOfBounds, trace  # noqa: E402
+from cudalearn import launch, toolchain  # noqa: E402
+from cudalearn.kernels import matmul as kernel_matmul  # noqa: E402
+from cudalearn.kernels import tiled  # noqa: E402
+from cudalearn.trace import TraceError, TraceOutOfBounds, TraceUnsupported, patterns, trace  # noqa: E402
 
 TILE = 16
 
@@ -26,106 +26,20 @@ def line_of(kernel, snippet):
     return start + next(i for i, text in enumerate(lines) if snippet in text)
 
 
-@cuda.jit
-def shared_strided_read(out, stride):
-    s = cuda.shared.array(1024, float32)
-    t = cuda.threadIdx.x
-    for j in range(1024 // cuda.blockDim.x):
-        s[t + j * cuda.blockDim.x] = t
-    cuda.syncthreads()
-    out[t] = s[(t * stride) % 1024]
+PATTERNS = {p.name: p for p in patterns.access_patterns()}  # the catalogue ncu_compare also measures
 
 
-@cuda.jit
-def shared_broadcast(out):
-    s = cuda.shared.array(32, float32)
-    t = cuda.threadIdx.x
-    if t < 32:
-        s[t] = t
-    cuda.syncthreads()
-    out[t] = s[5]
+def traced(name):
+    """The report of one catalogue pattern traced at its launch, its output checked."""
+    p = PATTERNS[name]
+    rep = trace(p.kernel, p.griddim, p.blockdim, *p.args)
+    assert patterns.close(rep.outputs[p.out], p.expected), name
+    return rep
 
 
-@cuda.jit
-def shared_f64_read(out):
-    s = cuda.shared.array(64, float64)
-    t = cuda.threadIdx.x
-    s[t] = t
-    cuda.syncthreads()
-    out[t] = s[t]
-
-
-@cuda.jit
-def transpose_tile(inp, out):
-    tile = cuda.shared.array((32, 32), float32)
-    x = cuda.threadIdx.x
-    y = cuda.threadIdx.y
-    tile[y, x] = inp[y, x]
-    cuda.syncthreads()
-    out[y, x] = tile[x, y]
-
-
-@cuda.jit
-def transpose_tile_padded(inp, out):
-    tile = cuda.shared.array((32, 33), float32)
-    x = cuda.threadIdx.x
-    y = cuda.threadIdx.y
-    tile[y, x] = inp[y, x]
-    cuda.syncthreads()
-    out[y, x] = tile[x, y]
-
-
-@cuda.jit
-def global_strided_read(inp, out, stride):
-    t = cuda.grid(1)
-    out[t] = inp[t * stride]
-
-
-@cuda.jit
-def matmul_naive(A, B, C):
-    col, row = cuda.grid(2)
-    if row < C.shape[0] and col < C.shape[1]:
-        acc = float32(0.0)
-        for k in range(A.shape[1]):
-            acc += A[row, k] * B[k, col]
-        C[row, col] = acc
-
-
-@cuda.jit
-def matmul_tiled(A, B, C):
-    sA = cuda.shared.array((TILE, TILE), float32)
-    sB = cuda.shared.array((TILE, TILE), float32)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    row = cuda.blockIdx.y * TILE + ty
-    col = cuda.blockIdx.x * TILE + tx
-    acc = float32(0.0)
-    for t in range(A.shape[1] // TILE):
-        sA[ty, tx] = A[row, t * TILE + tx]
-        sB[ty, tx] = B[t * TILE + ty, col]
-        cuda.syncthreads()
-        for k in range(TILE):
-            acc += sA[ty, k] * sB[k, tx]
-        cuda.syncthreads()
-    C[row, col] = acc
-
-
-@cuda.jit
-def matmul_tiled_one_sync(A, B, C):
-    sA = cuda.shared.array((TILE, TILE), float32)
-    sB = cuda.shared.array((TILE, TILE), float32)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    row = cuda.blockIdx.y * TILE + ty
-    col = cuda.blockIdx.x * TILE + tx
-    acc = float32(0.0)
-    for t in range(A.shape[1] // TILE):
-        sA[ty, tx] = A[row, t * TILE + tx]
-        sB[ty, tx] = B[t * TILE + ty, col]
-        cuda.syncthreads()
-        for k in range(TILE):
-            acc += sA[ty, k] * sB[k, tx]
-    C[row, col] = acc
+# the course's own Chapter 2-3 kernels, traced as the book traces them
+matmul_naive, matmul_tiled = kernel_matmul.matmul_naive, tiled.matmul_tiled16
+matmul_tiled_one_sync = tiled.matmul_tiled16_one_barrier  # WRONG on purpose: no second barrier
 
 
 @cuda.jit
@@ -205,7 +119,7 @@ def local_scratch(out):
 
 
 def make_offset_kernel(offset):
-    """A kernel closing over a Python int, as the ncu_compare patterns do."""
+    """A kernel closing over a Python int, as the pattern catalogue's factories do."""
 
     @cuda.jit
     def add_offset(out):
@@ -221,73 +135,84 @@ def per_request(stats, kind="shared_load"):
     return getattr(stats, kind + unit) / getattr(stats, kind + "_requests")
 
 
-# --- shared memory banks (Chapter 4) ---
+# --- shared memory banks (Chapter 4): the access-pattern catalogue ---
 
 
-@pytest.mark.parametrize("stride, ways", [(1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (32, 32), (33, 1)])
-def test_shared_stride_gives_expected_conflict_ways(stride, ways):
+@pytest.mark.parametrize(
+    "stride, threads", [(s, patterns.THREADS) for s in patterns.SHARED_STRIDES] + [(33, 64)]
+)
+def test_shared_stride_gives_expected_conflict_ways(stride, threads):
     """Stride s over 4-byte words gives gcd(s, 32)-way conflicts; odd strides are free."""
-    out = np.zeros(64, np.float32)
-    rep = trace(shared_strided_read, 1, 64, out, stride)
-    read = rep.by_line[line_of(shared_strided_read, "out[t] = s[")]
-    assert read.shared_load_requests == 2  # two warps, one read each
-    assert read.shared_load_wavefronts == 2 * ways
-    assert read.shared_load_bank_conflicts == 2 * (ways - 1)
-    store = rep.by_line[line_of(shared_strided_read, "s[t + j")]
-    assert store.shared_store_requests == 2 * 16 and store.bank_conflicts == 0
-    assert rep.bank_conflicts == 2 * (ways - 1)
+    kernel, ways, warps = patterns.make_shared_stride(stride, threads), math.gcd(stride, 32), threads // 32
+    inp = np.arange(patterns.SHARED, dtype=np.float32)
+    rep = trace(kernel, 1, threads, inp, np.zeros(threads, np.float32))
+    read = rep.by_line[line_of(kernel, "out[t] = s[")]
+    assert read.shared_load_requests == warps  # one read a warp
+    assert read.shared_load_wavefronts == warps * ways
+    assert read.shared_load_bank_conflicts == warps * (ways - 1)
+    store = rep.by_line[line_of(kernel, "s[t + j")]
+    assert store.shared_store_requests == warps * (patterns.SHARED // threads) and store.bank_conflicts == 0
+    assert rep.bank_conflicts == warps * (ways - 1)
     assert rep.bank_conflicts == rep.shared_wavefronts - rep.shared_requests
-    np.testing.assert_array_equal(rep.outputs[0], (np.arange(64) * stride % 1024) % 64)
+    np.testing.assert_array_equal(rep.outputs[1], inp[np.arange(threads) * stride])
+    if threads == patterns.THREADS:  # the catalogue's own pattern, as ncu_compare launches it
+        assert traced(f"shared_stride_{stride:02d}").counters() == rep.counters()
 
 
 def test_broadcast_costs_one_wavefront():
     """All 32 lanes reading one word is a broadcast: one wavefront, no conflict."""
-    rep = trace(shared_broadcast, 1, 64, np.zeros(64, np.float32))
-    read = rep.by_line[line_of(shared_broadcast, "s[5]")]
-    assert (read.shared_load_requests, read.shared_load_wavefronts) == (2, 2)
-    assert np.all(rep.outputs[0] == 5)
+    rep = traced("shared_broadcast")
+    read = rep.by_line[line_of(patterns.shared_broadcast, "out[t] = s[7]")]
+    assert (read.shared_load_requests, read.shared_load_wavefronts) == (4, 4)
+    assert rep.bank_conflicts == 0
 
 
 def test_float64_unit_stride_needs_two_wavefronts_without_conflict():
     """32 float64 are 64 words: two per bank, 2 wavefronts, and 2 is the ideal (as ncu counts it)."""
-    rep = trace(shared_f64_read, 1, 64, np.zeros(64, np.float64))
-    assert rep.shared_load_requests == 2
-    assert rep.shared_load_wavefronts == 4
-    assert rep.shared_store_wavefronts == 4
+    rep = traced("shared_f64_stride_01")
+    assert rep.shared_load_requests == 4
+    assert rep.shared_load_wavefronts == 8
+    assert rep.shared_store_wavefronts == 8
     assert rep.bank_conflicts == 0
-    req = rep.shared_request(line_of(shared_f64_read, "out[t] = s[t]"), warp=1)
+    req = rep.shared_request(line_of(patterns.shared_f64_stride_01, "out[t] = s[t]"), warp=1)
     assert (req.wavefronts, req.bank_conflicts, req.itemsize) == (2, 0, 8)
     assert req.banks()[0] == {64: [0], 96: [16]}  # lane 0's low word, lane 16's low word
-    np.testing.assert_array_equal(rep.outputs[0], np.arange(64))
 
 
 def test_transposed_tile_conflicts_and_padding_fixes_them():
     """A column of a 32x32 float32 tile sits in one bank (32-way); a 33-wide row spreads it."""
-    inp = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
-    plain = trace(transpose_tile, 1, (32, 32), inp, np.zeros_like(inp))
-    padded = trace(transpose_tile_padded, 1, (32, 32), inp, np.zeros_like(inp))
-    for kernel, rep, ways in ((transpose_tile, plain, 32), (transpose_tile_padded, padded, 1)):
+    plain, padded = traced("tile_col_read_32x32"), traced("tile_col_read_32x33")
+    kernels = (patterns.tile_col_read_32x32, patterns.tile_col_read_32x33)
+    for kernel, rep, ways in ((kernels[0], plain, 32), (kernels[1], padded, 1)):
         read = rep.by_line[line_of(kernel, "tile[x, y]")]
         assert read.shared_load_requests == 32
         assert per_request(read) == ways
         assert rep.by_line[line_of(kernel, "tile[y, x] =")].shared_store_bank_conflicts == 0
-        np.testing.assert_array_equal(rep.outputs[1], inp.T)
     assert plain.bank_conflicts == 32 * 31 and padded.bank_conflicts == 0
 
 
 # --- global memory sectors (Chapter 2) ---
 
 
-@pytest.mark.parametrize("stride, sectors", [(1, 4), (2, 8), (4, 16), (8, 32), (32, 32)])
-def test_global_stride_sectors(stride, sectors):
-    """32 float32 in a row fill 4 sectors; at stride >= 8 each lane has its own sector."""
-    inp = np.arange(32 * 64, dtype=np.float32)
-    rep = trace(global_strided_read, 2, 32, inp, np.zeros(64, np.float32), stride)
-    line = rep.by_line[line_of(global_strided_read, "inp[t * stride]")]
-    assert line.global_load_requests == 2
+@pytest.mark.parametrize(
+    "name, sectors",
+    [("global_stride_01", 4), ("global_stride_02", 8), ("global_stride_04", 16), ("global_stride_08", 32)]
+    + [("global_stride_32", 32), ("global_f64_stride_01", 8)],
+)
+def test_global_stride_sectors(name, sectors):
+    """32 float32 in a row fill 4 sectors (float64: 8); at stride >= 8 each lane has its own sector."""
+    rep = traced(name)
+    line = rep.by_line[line_of(PATTERNS[name].kernel, "inp[t * stride]")]
+    assert line.global_load_requests == 4  # four warps
     assert per_request(line, "global_load") == sectors
-    assert per_request(line, "global_store") == 4
-    np.testing.assert_array_equal(rep.outputs[1], inp[: 64 * stride : stride])
+    assert per_request(line, "global_store") == (8 if "f64" in name else 4)
+
+
+def test_the_catalogue_names_every_pattern_apart():
+    """ncu rows are matched by kernel name: no pattern's name holds another's; every output is right."""
+    names = list(PATTERNS)
+    assert len(names) == len(set(names)) == 16
+    assert not [(a, b) for a in names for b in names if a != b and a in b]
 
 
 # --- tiling (Chapter 3) ---
@@ -340,6 +265,13 @@ def test_missing_second_syncthreads_is_a_race_on_the_tiles(matrices):
     assert len(race.index) == 2 and all(0 <= i < TILE for i in race.index)
     assert rep.by_line[race.second_line].races > 0
     assert "race" in str(rep)
+    msg = rep.race_message()  # the one wording of a race the checks raise
+    assert msg.startswith(
+        f"the tracer found {rep.race_count} race(s) in your kernel. The first: {race}. Hint: "
+    )
+    assert msg.endswith("(a second cuda.syncthreads() at the end of the loop body).")
+    assert rep.race_message("guard it.").endswith("Hint: guard it.")
+    assert trace(matmul_tiled, (4, 4), (16, 16), A, B, np.zeros((64, 64), np.float32)).race_message() == ""
 
 
 # --- races (Chapter 3) ---
@@ -474,8 +406,8 @@ def test_bank_request_and_diagram():
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    rep = trace(shared_strided_read, 1, 64, np.zeros(64, np.float32), 32)
-    line = line_of(shared_strided_read, "out[t] = s[")
+    rep = traced("shared_stride_32")
+    line = line_of(PATTERNS["shared_stride_32"].kernel, "out[t] = s[")
     req = rep.shared_request(line, warp=0)
     assert req.wavefronts == 32 and not req.store
     banks = req.banks()
@@ -631,11 +563,7 @@ def tiled_problem(m, k, n, seed=0):
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((m, k)).astype(np.float32)
     B = rng.standard_normal((k, n)).astype(np.float32)
-    return (
-        ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE),
-        (TILE, TILE),
-        (A, B, np.zeros((m, n), np.float32)),
-    )
+    return (*launch.square(m, n, TILE), (A, B, np.zeros((m, n), np.float32)))
 
 
 def test_synccheck_flags_a_return_before_the_barriers():
@@ -796,7 +724,7 @@ def test_run_kernel_replays_a_simulator_index_error_under_the_tracer():
 
 def reference_launches():
     """(name, kernel, griddim, blockdim, args) of the package's shared-memory kernels, small ragged sizes."""
-    from cudalearn.kernels import fused, regblock, tiled, transpose
+    from cudalearn.kernels import linear, regblock, tiled, transpose
 
     rng = np.random.default_rng(3)
 
@@ -810,19 +738,19 @@ def reference_launches():
         tile = 16 if name in ("transpose_naive", "transpose_tiled16") else 32
         m, n = (23, 11) if tile == 16 else (29, 27)
         yield name, getattr(transpose, name), *transpose.launch_config(m, n, tile), (mat(m, n), mat(n, m))
-    for kernel in fused.tiled(8):
+    for kernel in linear.tiled(8):
         yield (
             kernel.__name__,
             kernel,
-            *fused.tiled_launch(13, 9, 8),
+            *linear.tiled_launch(13, 9, 8),
             (
                 (mat(13, 20), mat(20, 9), mat(13, 9))
                 if "plain" in kernel.__name__
                 else (mat(13, 20), mat(20, 9), mat(9), mat(13, 9))
             ),
         )
-    for cfg in (fused.SIM_TILES, fused.GPU_TILES):
-        kernels = fused.blocked(cfg, 1)
+    for cfg in (linear.SIM_TILES, linear.GPU_TILES):
+        kernels = linear.blocked(cfg, 1)
         m, k, n = cfg.bm + 5, cfg.bk + 3, cfg.bn - 3
         yield (
             "linear_forward",
@@ -848,7 +776,7 @@ def reference_launches():
             *cfg.sgd_launch(k, n),
             (mat(k, n), mat(k, n), mat(n, k), mat(n), mat(n), np.float32(0.1)),
         )
-    for target in ("sim", "t4"):
+    for target in ("sim", "sm75"):
         for name, (kernel, cfg) in regblock.build(target).items():
             m, k, n = cfg["BM"] + 3, 2 * cfg["BK"] + 1, cfg["BN"] + 5
             yield name, kernel, *regblock.launch_config(name, cfg, m, n), (mat(m, k), mat(k, n), mat(m, n))
@@ -865,16 +793,7 @@ def test_reference_kernels_pass_the_sanitizer(launch):
     assert rep.sanitizer_message() == ""
 
 
-# --- the ncu comparison script's parser ---
-
-
-def load_ncu_compare():
-    path = Path(__file__).resolve().parents[1] / "scripts" / "ncu_compare.py"
-    spec = importlib.util.spec_from_file_location("ncu_compare", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+# --- Nsight Compute's CSV, parsed by cudalearn.toolchain ---
 
 
 # the kernel name as ncu 2025.3 printed it for shared_stride_02 on an H200, and a mangled name
@@ -913,8 +832,7 @@ NCU_CSV = "\n".join(
 
 def test_ncu_csv_parser_maps_mangled_names_to_patterns():
     """Rows match patterns by name inside shown or mangled kernel names; a kernel's first launch counts."""
-    ncu = load_ncu_compare()
-    parsed = ncu.parse_ncu_csv(NCU_CSV, ["shared_stride_02", "matmul_tiled_16", "shared_stride_01"])
+    parsed = toolchain.parse_ncu_csv(NCU_CSV, ["shared_stride_02", "matmul_tiled_16", "shared_stride_01"])
     assert parsed == {
         "shared_stride_02": {
             "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": 4,
@@ -922,12 +840,11 @@ def test_ncu_csv_parser_maps_mangled_names_to_patterns():
         },
         "matmul_tiled_16": {"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 4096},
     }
-    assert math.isnan(ncu.to_number("n/a"))
+    assert math.isnan(toolchain.to_number("n/a"))
 
 
 def test_ncu_csv_parser_takes_the_longest_of_nested_names_and_can_keep_the_last_launch():
     """`bias_relu_dropout_pairs` rows are not `bias_relu_dropout`'s; launch="last" keeps a warm launch."""
-    ncu = load_ncu_compare()
     metric = "smsp__inst_executed.sum"
     text = "\n".join(
         [
@@ -939,7 +856,81 @@ def test_ncu_csv_parser_takes_the_longest_of_nested_names_and_can_keep_the_last_
         ]
     )
     names = ["bias_relu_dropout", "bias_relu_dropout_pairs"]
-    first = ncu.parse_ncu_csv(text, names)
+    first = toolchain.parse_ncu_csv(text, names)
     assert first == {"bias_relu_dropout": {metric: 10}, "bias_relu_dropout_pairs": {metric: 20}}
-    last = ncu.parse_ncu_csv(text, names, launch="last")
+    last = toolchain.parse_ncu_csv(text, names, launch="last")
     assert last == {"bias_relu_dropout": {metric: 11}, "bias_relu_dropout_pairs": {metric: 21}}
+
+
+def test_ncu_command_profiles_the_child_into_a_csv_log():
+    """One builder for every ncu run: details page, base units, the child's command last."""
+    cmd = toolchain.ncu_command("ncu", ["python", "child.py"], "/tmp/log.csv", metrics=["a.sum", "b.sum"])
+    assert cmd[:3] == ["ncu", "--clock-control", "none"] and cmd[-2:] == ["python", "child.py"]
+    assert "--target-processes" in cmd and cmd[cmd.index("--metrics") + 1] == "a.sum,b.sum"
+    assert cmd[cmd.index("--log-file") + 1] == "/tmp/log.csv" and cmd[cmd.index("--page") + 1] == "details"
+    solo = toolchain.ncu_command("ncu", ["child"], "log", sections=["SpeedOfLight"], kernels="regex:gemm")
+    assert "--target-processes" in solo and "--metrics" not in solo
+    assert solo[solo.index("--section") + 1] == "SpeedOfLight" and solo[solo.index("-k") + 1] == "regex:gemm"
+    assert "--target-processes" not in toolchain.ncu_command("ncu", ["child"], "log", all_processes=False)
+
+
+# --- what the tracer does not model: a clear error, not numba's AttributeError ---
+
+
+@cuda.jit
+def warp_sum(inp, out):
+    t = cuda.threadIdx.x
+    v = inp[t]
+    v += cuda.shfl_down_sync(0xFFFFFFFF, v, 16)
+    out[t] = v
+
+
+@cuda.jit(device=True)
+def ballot(flag):
+    return cuda.ballot_sync(0xFFFFFFFF, flag)
+
+
+@cuda.jit
+def uses_ballot(inp, out):
+    t = cuda.threadIdx.x
+    out[t] = ballot(inp[t] > 0)
+
+
+@cuda.jit
+def atomic_nanmax(inp, out):
+    cuda.atomic.nanmax(out, 0, inp[cuda.threadIdx.x])
+
+
+def test_an_unmodelled_cuda_call_names_the_call_the_kernel_and_the_line():
+    """A warp shuffle, a ballot in a device function, an atomic the tracer lacks: TraceUnsupported."""
+    x = np.ones(32, np.float32)
+    with pytest.raises(TraceUnsupported) as shuffle:
+        trace(warp_sum, 1, 32, x, np.zeros(32, np.float32))
+    e, line = shuffle.value, line_of(warp_sum, "shfl_down_sync")
+    assert isinstance(e, TraceError) and (e.name, e.kernel, e.line) == (
+        "cuda.shfl_down_sync",
+        "warp_sum",
+        line,
+    )
+    msg = str(e)
+    assert "does not model `cuda.shfl_down_sync` (a warp-level intrinsic" in msg
+    assert f"kernel `warp_sum` uses it on line {line} (`v += cuda.shfl_down_sync(0xFFFFFFFF, v, 16)`)" in msg
+    with pytest.raises(TraceUnsupported, match=r"kernel `uses_ballot` \(in its device function `ballot`\)"):
+        trace(uses_ballot, 1, 32, x, np.zeros(32, np.float32))
+    with pytest.raises(TraceUnsupported, match=r"`cuda\.atomic\.nanmax` \(an atomic; modelled: add, sub"):
+        trace(atomic_nanmax, 1, 32, x, np.zeros(1, np.float32))
+    from cudalearn import checks
+
+    with pytest.raises(AssertionError, match="could not run your kernel: cudalearn.trace does not model"):
+        checks.trace_kernel(warp_sum, 1, 32, x, np.zeros(32, np.float32))
+
+
+@cuda.jit
+def uses_cuda_float32(out):
+    out[cuda.threadIdx.x] = cuda.float32(0.5)
+
+
+def test_numba_types_through_the_cuda_module_still_work():
+    """`cuda.float32(...)` is a type, not a call the tracer models: it passes through."""
+    rep = trace(uses_cuda_float32, 1, 4, np.zeros(4, np.float32))
+    np.testing.assert_array_equal(rep.outputs[0], np.full(4, 0.5, np.float32))

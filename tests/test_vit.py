@@ -6,9 +6,9 @@ import torch
 from numba import cuda
 from torch import nn
 
-from cudalearn import checks, exercises
+from cudalearn import checks, datasets, exercises
 from cudalearn.kernels.patchify import patchify, patchify_launch
-from cudalearn.nn import vit
+from cudalearn.nn import op_costs, vit
 from cudalearn.trace import trace
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # small models: faster on one CPU thread
@@ -86,14 +86,14 @@ def test_models_shapes():
 @pytest.mark.parametrize("n, d, heads, ratio", [(16, 32, 2, 2), (49, 24, 3, 4)])
 def test_block_flops_match_the_flop_counter(n, d, heads, ratio):
     block = vit.TransformerBlock(d, heads, ratio).to("meta")
-    counted = vit.op_flops(lambda: block(torch.empty(1, n, d, device="meta")))
+    counted = op_costs.op_flops(lambda: block(torch.empty(1, n, d, device="meta")))
     f = vit.block_flops(n, d, ratio)
     assert counted == {"addmm": f["projections"] + f["mlp"], "bmm": f["attention"]}
     assert vit.attention_share(n, d, ratio) == pytest.approx(f["attention"] / sum(f.values()))
 
 
 def test_op_categories_and_time_shares():
-    assert [vit.op_category(k) for k in ("aten::addmm", "aten::convolution_backward", "aten::gelu")] == [
+    assert [op_costs.op_category(k) for k in ("aten::addmm", "aten::convolution_backward", "aten::gelu")] == [
         "matmul",
         "convolution",
         "other",
@@ -104,7 +104,7 @@ def test_op_categories_and_time_shares():
     def step():
         nn.functional.cross_entropy(model(x), y).backward()
 
-    shares = vit.time_shares(step, cuda=False, repeat=1)
+    shares = op_costs.time_shares(step, cuda=False, repeat=1)
     assert shares["matmul"] > 0 and shares["total_ms"] > 0
     assert shares["matmul"] + shares["convolution"] + shares["other"] == pytest.approx(1)
 
@@ -112,7 +112,7 @@ def test_op_categories_and_time_shares():
 def test_time_shares_print_no_profiler_chatter(capfd):
     model = vit.ViT(image=8, patch=4, dim=8, depth=1, heads=2)
     x, y = torch.randn(2, 1, 8, 8), torch.tensor([1, 2])
-    vit.time_shares(lambda: nn.functional.cross_entropy(model(x), y).backward(), cuda=False, repeat=1)
+    op_costs.time_shares(lambda: nn.functional.cross_entropy(model(x), y).backward(), cuda=False, repeat=1)
     out, err = capfd.readouterr()
     assert "USDT" not in out + err and "profiler_start" not in out + err
 
@@ -145,17 +145,17 @@ def test_receptive_fields():
 
 
 def test_shifted_digits():
-    d = vit.shifted_digits(canvas=12, train=50, test=30, seed=1)
+    d = datasets.shifted_digits(canvas=12, train=50, test=30, seed=1)
     assert d.X_train.shape == (50, 1, 12, 12) and d.X_test.shape == (30, 1, 12, 12)
     assert float(d.X_train.min()) == -1.0 and float(d.X_train.max()) <= 1.0
     ink = (d.X_train[:, 0] > -1).any(dim=0)  # the digits land in different places
     assert ink.sum() > 64
-    centred = vit.shifted_digits(canvas=8, train=5, test=5)
+    centred = datasets.shifted_digits(canvas=8, train=5, test=5)
     assert centred.X_train.shape[-1] == 8
     with pytest.raises(ValueError, match="canvas"):
-        vit.shifted_digits(canvas=6)
+        datasets.shifted_digits(canvas=6)
     with pytest.raises(ValueError, match="more than"):
-        vit.shifted_digits(train=1500, test=500)
+        datasets.shifted_digits(train=1500, test=500)
 
 
 def test_little_data_experiment_runs():

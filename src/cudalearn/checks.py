@@ -127,6 +127,15 @@ def matmul_tol(k: int) -> dict[str, float]:
     return {"rtol": 1e-4, "atol": 1e-4 * math.sqrt(k)}
 
 
+def tile_hint(shape: Sequence[int], tiles: int | Sequence[int]) -> tuple[int, ...]:
+    """check_close's `block` for a tiled output: each axis's tile, 0 where one tile covers it (labs 3-6).
+
+    (An array smaller than one tile is all "last partial block", which would make the hint misfire.)
+    """
+    tiles = (tiles,) * len(shape) if isinstance(tiles, int) else tuple(tiles)
+    return tuple(t if s > t else 0 for s, t in zip(shape, tiles, strict=True))
+
+
 def check_close(
     actual: Any,
     expected: np.ndarray,
@@ -343,10 +352,10 @@ def student_sources(student: Any, name: str) -> list[str]:
     """The code of the student's `name` a check reads: under the grader, their answer cells (lab 1).
 
     Under `cudalearn grade` the student's function reaches the checks as a handle, and the sources are
-    the answer cells the grader holds (`judge.Remote._cl_sources`: the one defining `name` first, then
-    the others, where a function it calls may be), never something asked of the student's process. In a
-    notebook it is the function's own source. A source that cannot be read fails the check: a check
-    that reads code never passes without reading it.
+    the answer cells the grader holds (`grading.remote.Remote._cl_sources`: the one defining `name`
+    first, then the others, where a function it calls may be), never something asked of the student's
+    process. In a notebook it is the function's own source. A source that cannot be read fails the
+    check: a check that reads code never passes without reading it.
     """
     from_grader = getattr(type(student), "_cl_sources", None)
     if callable(from_grader):

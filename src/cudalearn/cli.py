@@ -75,15 +75,41 @@ def _reference(args: argparse.Namespace) -> int:
 
     from cudalearn import reference
 
-    for name in reference.reference_files():
-        data = reference.load(name)
-        print(f"{name}: {reference.label(data)}")
+    if args.action == "merge":
+        try:
+            data = reference.merge_files(args.files, args.out, what=args.what or ())
+        except reference.StoredFiguresError as e:
+            print(f"not merged: {e}", file=sys.stderr)
+            return 1
+        names = ", ".join(str(p) for p in args.files)
+        print(f"wrote {args.out}: {len(data['figures'])} figures from {names}")
+        stored = (Path(reference.__file__).parent / "data" / "reference").resolve()
+        if any(
+            Path(p).resolve().parent == stored and Path(p).resolve() != args.out.resolve() for p in args.files
+        ):
+            print("now delete the merged inputs from src/cudalearn/data/reference: a key stored twice fails")
+        return 0
+    try:
+        runs = reference.index()
+    except reference.StoredFiguresError as e:
+        print(f"a stored file is not in the reference format: {e}", file=sys.stderr)
+        return 1
+    for run in runs:
+        gpus = f", {run.gpus} GPUs" if run.gpus > 1 else ""
+        merged = f", merged from {run.merged} runs" if run.merged else ""
+        print(f"{run.name}: {run.label}{gpus}{merged}")
+        print(f"  by {run.source}")
+        print("  versions: " + ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())))
         if args.verbose:
-            print(json.dumps(data["figures"], indent=1))
+            print(json.dumps(reference.load(run.name)["figures"], indent=1))
         else:
-            for key in sorted(data["figures"]):
+            for key in run.keys:
                 print(f"  {key}")
-    return 0
+    twice = reference.duplicate_keys(runs)
+    for key, names in sorted(twice.items()):
+        print(f"{key} is stored in {' and '.join(names)}: keep it in one file", file=sys.stderr)
+    print(f"{sum(len(r.keys) for r in runs)} figures in {len(runs)} files")
+    return 1 if twice else 0
 
 
 def _site(args: argparse.Namespace) -> int:
@@ -119,8 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     grading.add_arguments(p)
     p = sub.add_parser("progress", help="run your lab notebooks' checks and say which exercises pass")
     progress.add_arguments(p)
-    p = sub.add_parser("reference", help="list the stored reference GPU results")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p = sub.add_parser("reference", help="list the stored GPU figures, or merge runs of one machine")
+    p.add_argument("-v", "--verbose", action="store_true", help="print every figure, not only its key")
+    ref = p.add_subparsers(dest="action")
+    ref.add_parser("list", help="every stored file with its device, date, versions and keys (the default)")
+    m = ref.add_parser("merge", help="merge stored runs of one machine into one file; writes merged_from")
+    m.add_argument("files", nargs="+", type=Path, help="two or more stored runs (JSON)")
+    m.add_argument("-o", "--out", type=Path, required=True, help="the file to write (may be one of the runs)")
+    m.add_argument("--what", action="append", help="what run i is, for merged_from (once per file, in order)")
     p = sub.add_parser("site", help="render the book and the labs index as a static HTML site (offline)")
     p.add_argument("action", choices=("build",))
     p.add_argument("dir", type=Path, help="the folder to write the site into (emptied if it holds a site)")

@@ -12,13 +12,24 @@ The split into training and test sets is made on the *originals*, before
 augmentation: all copies of one original digit land on the same side, so
 the test accuracy measures recognising digits the network never saw, not
 recognising a shifted copy of a training image.
+
+The PyTorch chapters read the same originals (`originals`, pixels in
+[0, 1]) as tensors: `digits_upsampled` (Chapter 7: 32x32, standardised),
+`digits_split` (Chapter 8: [-1, 1], one held-out test set) and
+`shifted_digits` (Chapter 9: pasted at random places on a larger canvas),
+the last two as a `Split`. The originals' pixels are the integers 0-16
+scaled by a power of two, so every one of these scalings is exact.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 SOURCE_SIDE = 8  # load_digits images are 8 x 8
 CLASSES = 10
@@ -66,7 +77,7 @@ class DigitSet:
 
 
 def originals() -> tuple[np.ndarray, np.ndarray]:
-    """scikit-learn's digits as (images (1797, 8, 8) float32 in [0, 1], labels (1797,) int32) (Chapter 5)."""
+    """scikit-learn's digits: images (1797, 8, 8) float32 in [0, 1], labels (1797,) int32 (Ch. 5, 7-9)."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -191,3 +202,84 @@ def load_digits_augmented(
             X, y, origin = X[shuffle], y[shuffle], origin[shuffle]
         parts[name] = (np.ascontiguousarray(X), y.astype(np.int32), origin.astype(np.int64))
     return DigitSet(*parts["train"], *parts["test"], side=side)
+
+
+# The originals as PyTorch tensors (Chapters 7-9) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Split:
+    """A training and a test set on one device: X (n, ...) float32, y (n,) int64 (Chapters 8-9)."""
+
+    X_train: torch.Tensor
+    y_train: torch.Tensor
+    X_test: torch.Tensor
+    y_test: torch.Tensor
+
+    def to(self, device) -> Split:
+        """The same split on `device`."""
+        return Split(*(t.to(device) for t in (self.X_train, self.y_train, self.X_test, self.y_test)))
+
+
+def digits_upsampled(image: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    """scikit-learn's 1797 handwritten digits, upsampled from 8x8: images (1797, 1, image, image), labels.
+
+    Pixels are scaled to mean 0 and standard deviation 1 over the data set (Chapter 7).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    images, labels = originals()
+    x = torch.from_numpy(images).unsqueeze(1)
+    x = F.interpolate(x, size=(image, image), mode="bilinear", align_corners=False)
+    x = (x - x.mean()) / x.std()
+    return x.contiguous(), torch.from_numpy(labels.astype(np.int64))
+
+
+def digits_split(*, test: int = 497, images: bool = False, seed: int = 0, device="cpu") -> Split:
+    """scikit-learn's 8x8 digits in [-1, 1], shuffled once with `seed`; the last `test` images held out.
+
+    X is (n, 64) float32, or (n, 1, 8, 8) with `images=True` (Chapter 8).
+    """
+    import torch
+
+    pixels, labels = originals()
+    X = torch.from_numpy(pixels.reshape(len(pixels), -1) * 2 - 1)
+    if images:
+        X = X.reshape(-1, 1, 8, 8)
+    y = torch.from_numpy(labels.astype(np.int64))
+    order = torch.randperm(len(X), generator=torch.Generator().manual_seed(seed))
+    X, y = X[order], y[order]
+    if not 0 < test < len(X):
+        raise ValueError(f"test={test} must be between 1 and {len(X) - 1}")
+    n = len(X) - test
+    return Split(X[:n], y[:n], X[n:], y[n:]).to(device)
+
+
+def shifted_digits(
+    *, canvas: int = 16, train: int = 300, test: int = 500, seed: int = 0, device="cpu"
+) -> Split:
+    """The 8x8 digits pasted at random positions on a canvas x canvas background: (n, 1, canvas, canvas).
+
+    The digits are shuffled with `seed`; the first `train` are the training
+    set and the last `test` the test set, so no image is in both (scikit-
+    learn's digits carry no writer ids: one person's digits can be in both
+    sets). Pixels in [-1, 1], background -1 (Chapter 9).
+    """
+    import torch
+
+    if canvas < 8:
+        raise ValueError("the canvas must be at least 8 pixels wide")
+    pixels, labels = originals()
+    n = len(pixels)
+    if train + test > n:
+        raise ValueError(f"train + test = {train + test} is more than the {n} digits")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(n)
+    offsets = rng.integers(0, canvas - 8 + 1, size=(n, 2))
+    shifted = np.full((n, 1, canvas, canvas), -1.0, dtype=np.float32)
+    for k, idx in enumerate(order):
+        r, c = offsets[k]
+        shifted[k, 0, r : r + 8, c : c + 8] = pixels[idx] * 2 - 1
+    X_t, y_t = torch.from_numpy(shifted), torch.from_numpy(labels[order].astype(np.int64))
+    return Split(X_t[:train], y_t[:train], X_t[n - test :], y_t[n - test :]).to(device)

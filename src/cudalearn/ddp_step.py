@@ -29,11 +29,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from cudalearn import multigpu
+from cudalearn import multigpu, precision
 from cudalearn.nn.alexnet import AlexNet, AlexNetConfig
+from cudalearn.nn.training import sgd_2012, train_step
 
 
 def parse() -> argparse.Namespace:
@@ -54,15 +54,12 @@ def timed_steps(device: torch.device, local_rank: int, batch: int, steps: int) -
     cfg = AlexNetConfig.original()
     cuda = device.type == "cuda"
     net = DDP(AlexNet(cfg).to(device), device_ids=[local_rank] if cuda else None)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    opt = sgd_2012(net.parameters(), lr=0.01)
     x = torch.randn(batch, 3, cfg.image, cfg.image, device=device)
     y = torch.randint(0, cfg.classes, (batch,), device=device)
 
     def step():
-        loss = F.cross_entropy(net(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train_step(net, opt, x, y)
 
     for _ in range(3):  # warm-up: cuDNN picks its algorithms, DDP builds its buckets
         step()
@@ -98,8 +95,7 @@ def main() -> None:
     if backend == "nccl":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
-        torch.backends.cudnn.allow_tf32 = False  # true FP32, as the notebook computes its reference
-        torch.backends.cuda.matmul.allow_tf32 = False
+        precision.set_fp32()  # true FP32 in this process, as the notebook computes its reference
     else:
         device = torch.device("cpu")
     dist.init_process_group(backend)

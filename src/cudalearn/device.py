@@ -1,10 +1,10 @@
 """Where the course runs: `gpu` (a CUDA device) or `sim` (Numba's CUDA simulator).
 
 Chapter 0 introduces it. `setup()` must run before `numba.cuda` is imported,
-because Numba reads `NUMBA_ENABLE_CUDASIM` once, at that import. Every other
-module of the package that needs `numba.cuda` calls `setup()` first, so a
-notebook that starts with `cudalearn.setup()` (the course's first cell) or
-that imports `cudalearn.kernels` always gets a consistent mode.
+because Numba reads `NUMBA_ENABLE_CUDASIM` once, at that import: every
+notebook's first cell calls `cudalearn.setup()`. Importing the package has no
+side effect; a kernels module imported before `setup()` on a machine without
+a GPU makes `setup()` raise `ModeError` saying so, never a driver error.
 """
 
 from __future__ import annotations
@@ -113,6 +113,12 @@ def _decide(requested: str) -> tuple[str, str]:
                 f"numba.cuda was imported before cudalearn.setup() and is running in "
                 f"'{actual}' mode, so '{requested}' cannot be chosen now. Restart the "
                 f"kernel and run the setup cell first."
+            )
+        if actual == "gpu" and requested != "compile" and not _driver_device_count()[0]:
+            raise ModeError(
+                "numba.cuda was imported before cudalearn.setup() (a kernels module, or numba.cuda itself) "
+                f"and chose the GPU target, but {_driver_device_count()[1]}. Restart the kernel and run "
+                "the setup cell (`cudalearn.setup()`) before any other import."
             )
         return actual, "numba.cuda was imported first" if actual == "sim" else ""
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and requested != "gpu":

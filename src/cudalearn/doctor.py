@@ -9,8 +9,10 @@ blocks the course.
 from __future__ import annotations
 
 import ctypes
+import platform
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distributions, version
 from typing import Any
@@ -33,11 +35,20 @@ class Problem:
         return f"[{tag}] {self.title}\n    {self.detail}\n    fix: {self.fix}"
 
 
-def _version(dist: str) -> str | None:
+def package_version(dist: str) -> str | None:
+    """The installed version of the distribution `dist`, e.g. '0.30.4', or None (Chapter 0)."""
     try:
         return version(dist)
     except PackageNotFoundError:
         return None
+
+
+def versions(dists: Iterable[str] = PACKAGES, missing: str | None = None) -> dict[str, str | None]:
+    """{'python': '3.12.3', dist: its version or `missing`}: what the doctor and every stored GPU run report.
+
+    The one place versions are read (Chapter 0's doctor; `reference.run_header` for every stored figure).
+    """
+    return {"python": platform.python_version(), **{d: package_version(d) or missing for d in dists}}
 
 
 def _vtuple(v: str | None) -> tuple[int, ...]:
@@ -109,6 +120,7 @@ def collect() -> dict[str, Any]:
 
     info = device.info()
     names = {d.metadata["Name"].lower().replace("_", "-") for d in distributions() if d.metadata["Name"]}
+    found = versions(PACKAGES)
     return {
         "mode": info.mode,
         "device": info.device,
@@ -118,8 +130,8 @@ def collect() -> dict[str, Any]:
         "driver": driver_version(),
         "driver_cuda": driver_cuda_version(),
         "toolkit": toolkit_version(),
-        "python": sys.version.split()[0],
-        "versions": {p: _version(p) for p in PACKAGES},
+        "python": found.pop("python"),
+        "versions": found,
         "cuda13_wheels": sorted(
             n
             for n in names
@@ -127,7 +139,7 @@ def collect() -> dict[str, Any]:
             and n.endswith("-cu13")
             or n in ("nvidia-cuda-nvrtc", "nvidia-nvjitlink", "nvidia-cuda-runtime")
         ),
-        "on_colab": "google.colab" in sys.modules or _version("google-colab") is not None,
+        "on_colab": "google.colab" in sys.modules or package_version("google-colab") is not None,
     }
 
 

@@ -182,18 +182,10 @@ def ddp_problem(batch: int, seed: int = 0):
 
 def sgd_steps(net, x, y, steps: int, lr: float = 0.01) -> list[float]:
     """`steps` training steps on one batch (SGD, momentum 0.9, weight decay 5e-4); the losses (Chapter 7)."""
-    import torch
-    import torch.nn.functional as F
+    from cudalearn.nn.training import sgd_2012, train_step
 
-    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
-    losses = []
-    for _ in range(steps):
-        loss = F.cross_entropy(net(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-    return losses
+    opt = sgd_2012(net.parameters(), lr)
+    return [float(train_step(net, opt, x, y)) for _ in range(steps)]
 
 
 def synchronize(devices) -> None:

@@ -6,6 +6,14 @@ with `CUDALEARN_RECORD` pointing at a JSON file; each `timing.measure()` or
 under `src/cudalearn/data/reference/` with the device, date and versions.
 Under `sim`, notebooks show these stored figures, labelled with their
 device and date, instead of simulator times. Nothing here is typed in.
+
+Every stored file has one format: a header (`device`, `compute_capability`,
+`date`, `created`, `mode`, `versions`, `source`, ...) and `figures`, a dict
+from key (`ch4.transpose`) to the figures of that key. Nsight Compute
+profiles are figures too (`from_ncu` turns a profiler script's result into
+this format). `index()` lists every stored file, `merge()` joins runs of one
+machine and writes `merged_from` itself; `cudalearn reference` prints the
+index and `cudalearn reference merge A B -o C` merges.
 """
 
 from __future__ import annotations
@@ -13,33 +21,28 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import platform
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 RECORD_ENV = "CUDALEARN_RECORD"
 DATA_PACKAGE = "cudalearn.data.reference"
+# What a run's figures depend on: runs that differ in one of these are not merged into one file.
+SAME_RUN = ("device", "compute_capability", "device_count", "sms", "memory_bytes", "mode", "versions")
+RECORDED = ("numba", "numba-cuda", "numpy", "llvmlite", "torch")  # the packages a stored run names
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    import cudalearn
-
-    out = {"python": platform.python_version(), "cudalearn": cudalearn.__version__}
-    for dist in ("numba", "numba-cuda", "numpy", "llvmlite", "torch"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = "not installed"
-    return out
+class StoredFiguresError(ValueError):
+    """A stored file not in the reference format, or a merge that would mix runs (all chapters)."""
 
 
 def run_header() -> dict[str, Any]:
     """Device, date and versions of this process, as stored with every reference file (Chapter 0)."""
-    from cudalearn import device
+    import cudalearn
+    from cudalearn import device, doctor
 
     info = device.info()
     head: dict[str, Any] = {
@@ -51,13 +54,28 @@ def run_header() -> dict[str, Any]:
         "mode": info.mode,
         "date": _dt.date.today().isoformat(),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "versions": _versions(),
+        "versions": {
+            **doctor.versions(RECORDED, missing="not installed"),
+            "cudalearn": cudalearn.__version__,
+        },
     }
     if info.mode == "gpu":
-        from cudalearn.doctor import driver_version
-
-        head["versions"]["cuda_driver"] = driver_version() or "unknown"
+        head["versions"]["cuda_driver"] = doctor.driver_version() or "unknown"
     return head
+
+
+def dumps(data: dict[str, Any], sort_figures: bool = True) -> str:
+    """A stored figures file's text: JSON, indent 1, sorted keys, a final newline (all chapters).
+
+    With `sort_figures=False` the header and the figure keys are sorted but each figure keeps its
+    own order (a profile's patterns in the order its script ran them, which Chapter 4 prints).
+    """
+    if sort_figures:
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+    ordered = {k: json.loads(json.dumps(v, sort_keys=True)) for k, v in data.items() if k != "figures"}
+    if "figures" in data:
+        ordered["figures"] = {k: data["figures"][k] for k in sorted(data["figures"])}
+    return json.dumps(dict(sorted(ordered.items())), indent=1) + "\n"
 
 
 def recording() -> Path | None:
@@ -75,7 +93,7 @@ def record(key: str, figures: dict[str, Any]) -> dict[str, Any]:
         return figures
     data = json.loads(path.read_text()) if path.exists() else {**run_header(), "figures": {}}
     data["figures"][key] = figures
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    path.write_text(dumps(data))
     return figures
 
 
@@ -134,3 +152,168 @@ def figures(key: str, measure: Callable[[], dict[str, Any]]) -> tuple[dict[str, 
     if stored is None:
         return None, "no reference GPU run is stored for this figure yet (this machine has no GPU)"
     return stored, f"reference run on {label(data)} (this machine has no GPU)"
+
+
+def problems(data: Any) -> list[str]:
+    """What keeps `data` from being a stored GPU run in the reference format; [] when it is one."""
+    if not isinstance(data, dict):
+        return ["not a JSON object"]
+    found = []
+    if not isinstance(data.get("device"), str) or not data["device"]:
+        found.append("no device")
+    if not re.fullmatch(r"\d{4}-\d\d-\d\d", str(data.get("date", ""))):
+        found.append(f"date {data.get('date')!r} is not YYYY-MM-DD")
+    if data.get("mode") != "gpu":
+        found.append(f"mode {data.get('mode')!r}, not 'gpu': only GPU runs are stored")
+    if not isinstance(data.get("versions"), dict) or not data["versions"].get("numba-cuda"):
+        found.append("no versions (numba-cuda at least)")
+    if not isinstance(data.get("figures"), dict) or not data["figures"]:
+        found.append("no figures")
+    return found
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One stored file in the index: its name, label, source, versions and figure keys (all chapters)."""
+
+    name: str
+    label: str
+    source: str
+    versions: dict[str, str]
+    keys: tuple[str, ...]
+    gpus: int = 1  # the devices the run saw (Chapter 7's split needs two)
+    merged: int = 0  # the runs `merged_from` lists
+
+
+def index() -> list[StoredRun]:
+    """Every stored file, parsed and checked, by name; raises StoredFiguresError naming a bad one."""
+    runs = []
+    for name in reference_files():
+        try:
+            data = load(name)
+        except json.JSONDecodeError as e:
+            raise StoredFiguresError(f"{name}: not JSON ({e})") from None
+        if found := problems(data):
+            raise StoredFiguresError(f"{name}: {'; '.join(found)}")
+        source = str(data.get("source", "?"))
+        keys = tuple(sorted(data["figures"]))
+        gpus, merged = int(data.get("device_count") or 1), len(data.get("merged_from", []))
+        runs.append(StoredRun(name, label(data), source, data["versions"], keys, gpus, merged))
+    return runs
+
+
+def duplicate_keys(runs: Sequence[StoredRun]) -> dict[str, list[str]]:
+    """{key: the files that store it} for every key stored in more than one file (lookup would guess)."""
+    where: dict[str, list[str]] = {}
+    for run in runs:
+        for key in run.keys:
+            where.setdefault(key, []).append(run.name)
+    return {key: names for key, names in where.items() if len(names) > 1}
+
+
+def from_ncu(result: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    """A Nsight Compute script's result as a stored run: its header lifted, the rest the figures of `key`.
+
+    `result` has `device` (a name, or 'NVIDIA H200 (cc 9.0)' as `scripts/ncu_compare.py` writes
+    it), `compute_capability` when the device name has none, `date` (a date or an ISO time),
+    `created` (optional), `versions`, and the profile itself (`metrics`, `size`, `patterns`,
+    ...), which becomes `figures[key]` unchanged (Chapters 4 and 5).
+    """
+    profile = {
+        k: v for k, v in result.items() if k not in ("device", "compute_capability", "date", "created")
+    }
+    versions = profile.pop("versions", {})
+    name, cc = str(result.get("device", "")), list(result.get("compute_capability") or ())
+    if m := re.fullmatch(r"(.+) \(cc (\d+)\.(\d+)\)", name):
+        name, cc = m.group(1), [int(m.group(2)), int(m.group(3))]
+    if len(cc) != 2:
+        raise StoredFiguresError(f"{source}: device {name!r} has no compute capability: not a GPU profile")
+    stamp = str(result.get("date", ""))
+    data = {
+        "device": name,
+        "compute_capability": cc,
+        "date": stamp[:10],
+        "created": result.get("created") or stamp,
+        "mode": "gpu",
+        "source": source,
+        "versions": versions,
+        "figures": {key: profile},
+    }
+    if found := problems(data):
+        raise StoredFiguresError(f"{source}: {'; '.join(found)}")
+    return data
+
+
+def _what(data: dict[str, Any]) -> str:
+    """A run's own description for `merged_from`: its source and the notebooks it ran."""
+    ran = [Path(n["notebook"]).stem for n in data.get("notebooks", []) if "notebook" in n]
+    return f"{data.get('source', '?')} on {', '.join(ran)}" if ran else str(data.get("source", "?"))
+
+
+def merge(runs: Sequence[tuple[str, dict[str, Any]]], what: Sequence[str] = ()) -> dict[str, Any]:
+    """One stored run from `runs` [(file name, data)] of one machine, `merged_from` written (all chapters).
+
+    Refuses (StoredFiguresError) a run not in the reference format, runs whose device or
+    versions differ (one header must be true of every figure), and a key two runs store with
+    different figures. The header is the newest run's; `what[i]` describes run i in
+    `merged_from` (default: its source and notebooks); a run merged before brings its entries.
+    """
+    if len(runs) < 2:
+        raise StoredFiguresError("merge needs at least two runs")
+    for name, data in runs:
+        if found := problems(data):
+            raise StoredFiguresError(f"{name}: {'; '.join(found)}")
+    first_name, first = runs[0]
+    for name, data in runs[1:]:
+        for field in SAME_RUN:
+            mine, theirs = first.get(field), data.get(field)
+            if mine != theirs:
+                if field == "versions" and isinstance(mine, dict) and isinstance(theirs, dict):
+                    differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
+                    mine, theirs = ({k: v.get(k) for k in differ} for v in (mine, theirs))
+                raise StoredFiguresError(
+                    f"{first_name} and {name} are not runs of one machine and software: {field} "
+                    f"{mine!r} against {theirs!r}; store them as separate files"
+                )
+    figures: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    clashes = []
+    for name, data in runs:
+        for key, value in data["figures"].items():
+            if key in figures and figures[key] != value:
+                clashes.append(f"{key} ({owner[key]} and {name})")
+            figures.setdefault(key, value)
+            owner.setdefault(key, name)
+    if clashes:
+        raise StoredFiguresError(
+            f"{len(clashes)} key(s) stored with different figures: {', '.join(clashes)}; keep one of "
+            "each (a rerun that replaces figures goes in its own file, and the old keys leave theirs)"
+        )
+    merged_from = []
+    for i, (name, data) in enumerate(runs):
+        if data.get("merged_from"):
+            merged_from += data["merged_from"]
+        else:
+            text = what[i] if i < len(what) else _what(data)
+            merged_from.append({"created": data.get("created", data["date"]), "file": name, "what": text})
+    newest = max((data for _, data in runs), key=lambda d: str(d.get("created", d["date"])))
+    header = {k: v for k, v in newest.items() if k not in ("figures", "merged_from", "notebooks", "source")}
+    sources = list(dict.fromkeys(str(d.get("source", "?")) for _, d in runs))
+    out = {**header, "source": "; ".join(sources), "merged_from": merged_from, "figures": figures}
+    notebooks = [n for _, d in runs for n in d.get("notebooks", [])]
+    if notebooks:
+        out["notebooks"] = notebooks
+    return out
+
+
+def merge_files(paths: Sequence[Path], out: Path, what: Sequence[str] = ()) -> dict[str, Any]:
+    """`merge` of the files at `paths`, written to `out` (may be one of them): `cudalearn reference merge`."""
+    runs = []
+    for path in paths:
+        try:
+            runs.append((Path(path).name, json.loads(Path(path).read_text())))
+        except (OSError, json.JSONDecodeError) as e:
+            raise StoredFiguresError(f"{path}: cannot read it ({e})") from None
+    data = merge(runs, what)
+    Path(out).write_text(dumps(data, sort_figures=False))
+    return data

@@ -3,6 +3,12 @@
 A notebook asks `cudalearn.size("ch2.matmul_n")` and gets the GPU size on a
 GPU and the small simulator size elsewhere. Simulator sizes stay at 64 or
 below: the simulator runs one Python thread per CUDA thread.
+
+A key is `ch<N>.<name>`, with a "gpu" and a "sim" value. A chapter adds its
+keys here and asks for them as `size("chN.name")` (or an f-string such as
+`size(f"ch5.trace_{s}")`); tests/test_sizes.py reads every notebook, module
+and script and fails on a key asked for that is not here, or one defined
+here that nothing asks for.
 """
 
 from __future__ import annotations
@@ -77,13 +83,28 @@ SIZES: dict[str, dict[str, int]] = {
     "ch6.conv_hw": {"gpu": 56, "sim": 8},
     "ch6.silu_rows": {"gpu": 16384, "sim": 8},
     "ch6.silu_cols": {"gpu": 4096, "sim": 64},
-    "ch6.bench_n": {"gpu": 4096, "sim": 32},  # scripts/bench_gemm.py
+    "ch6.bench_n": {"gpu": 4096, "sim": 32},  # cudalearn.bench.gemm (scripts/bench_gemm.py)
     "ch6.lab_bm": {"gpu": 64, "sim": 16},  # lab 6: block tile (BM, BN, BK), micro-tile (TM, TN)
     "ch6.lab_bn": {"gpu": 64, "sim": 16},
     "ch6.lab_bk": {"gpu": 8, "sim": 4},
     "ch6.lab_tm": {"gpu": 4, "sim": 4},
     "ch6.lab_tn": {"gpu": 4, "sim": 4},
     "ch6.lab_bench_n": {"gpu": 2048, "sim": 32},
+    # Chapter 7: AlexNet's two-GPU split
+    "ch7.batch": {"gpu": 32, "sim": 4},  # the two-column check on the small network
+    "ch7.step_batch": {"gpu": 128, "sim": 2},  # timed steps of the 2012 network (its batch of 128)
+    "ch7.timed_steps": {"gpu": 20, "sim": 1},
+    "ch7.oom_batch": {"gpu": 768, "sim": 768},  # GPU only (the simulator shows its prediction)
+    "ch7.act_steps": {"gpu": 200, "sim": 200},  # ReLU vs tanh: at most this many steps per run
+    "ch7.drop_train": {"gpu": 300, "sim": 300},  # dropout: training images (a quarter mislabelled)
+    "ch7.drop_steps": {"gpu": 250, "sim": 250},
+    "ch7.loader_batch": {"gpu": 128, "sim": 4},
+    "ch7.loader_batches": {"gpu": 12, "sim": 2},
+    "ch7.loader_workers": {"gpu": 8, "sim": 2},
+    "ch7.loader_source": {"gpu": 256, "sim": 72},  # JPEG side; random crops of loader_crop pixels
+    "ch7.loader_crop": {"gpu": 227, "sim": 64},
+    "ch7.ddp_batch": {"gpu": 16, "sim": 16},  # the data-parallel check's global batch
+    "ch7.ddp_time_steps": {"gpu": 20, "sim": 0},
     # Chapter 8: ResNet skip gradients (PyTorch on the CPU under the simulator; no Numba kernel)
     "ch8.width": {"gpu": 64, "sim": 64},  # fully connected blocks on the 64 pixels of a digit
     "ch8.grad_batch": {"gpu": 128, "sim": 128},
@@ -140,21 +161,6 @@ SIZES: dict[str, dict[str, int]] = {
     "ch9.centred_patch": {"gpu": 2, "sim": 2},  # ViT patch on the 8x8 digits (16 tokens)
     "ch9.little_dim": {"gpu": 32, "sim": 32},
     "ch9.little_batch": {"gpu": 32, "sim": 32},
-    # Chapter 7: AlexNet's two-GPU split
-    "ch7.batch": {"gpu": 32, "sim": 4},  # the two-column check on the small network
-    "ch7.step_batch": {"gpu": 128, "sim": 2},  # timed steps of the 2012 network (its batch of 128)
-    "ch7.timed_steps": {"gpu": 20, "sim": 1},
-    "ch7.oom_batch": {"gpu": 768, "sim": 768},  # GPU only (the simulator shows its prediction)
-    "ch7.act_steps": {"gpu": 200, "sim": 200},  # ReLU vs tanh: at most this many steps per run
-    "ch7.drop_train": {"gpu": 300, "sim": 300},  # dropout: training images (a quarter mislabelled)
-    "ch7.drop_steps": {"gpu": 250, "sim": 250},
-    "ch7.loader_batch": {"gpu": 128, "sim": 4},
-    "ch7.loader_batches": {"gpu": 12, "sim": 2},
-    "ch7.loader_workers": {"gpu": 8, "sim": 2},
-    "ch7.loader_source": {"gpu": 256, "sim": 72},  # JPEG side; random crops of loader_crop pixels
-    "ch7.loader_crop": {"gpu": 227, "sim": 64},
-    "ch7.ddp_batch": {"gpu": 16, "sim": 16},  # the data-parallel check's global batch
-    "ch7.ddp_time_steps": {"gpu": 20, "sim": 0},
 }
 
 

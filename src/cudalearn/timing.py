@@ -60,48 +60,6 @@ def matmul_flops(m: int, n: int, k: int) -> int:
     return 2 * m * n * k
 
 
-@dataclass
-class MatmulOperands:
-    """Square float32 operands on the device for Numba and PyTorch, and cuBLAS's FP32 product of them."""
-
-    A: Any  # (n, n) float32 on the host
-    B: Any
-    dA: Any  # the same on the device, for Numba kernels; dC receives their product
-    dB: Any
-    dC: Any
-    tA: Any  # the same as PyTorch tensors on cudalearn.torch_device(); tC receives their product
-    tB: Any
-    tC: Any
-    expected: Any  # torch.matmul(tA, tB) in true FP32 (TF32 off), on the host
-
-
-def matmul_operands(n: int, seed: int = 0) -> MatmulOperands:
-    """Random (n, n) float32 A and B everywhere a benchmark needs them, TF32 off (Chapters 3-6 benchmarks)."""
-    import numpy as np
-    import torch
-    from numba import cuda
-
-    rng = np.random.default_rng(seed)
-    A = rng.standard_normal((n, n), dtype=np.float32)
-    B = rng.standard_normal((n, n), dtype=np.float32)
-    dev = device.torch_device()
-    torch.set_float32_matmul_precision("highest")  # true FP32, as the Numba kernels compute
-    tA, tB = torch.from_numpy(A).to(dev), torch.from_numpy(B).to(dev)
-    tC = torch.empty((n, n), device=dev)
-    torch.matmul(tA, tB, out=tC)
-    return MatmulOperands(
-        A,
-        B,
-        cuda.to_device(A),
-        cuda.to_device(B),
-        cuda.device_array((n, n), dtype=np.float32),
-        tA,
-        tB,
-        tC,
-        tC.cpu().numpy(),
-    )
-
-
 def cpu_time(fn: Callable[[], Any], *, warmup: int = 1, repeat: int = 5) -> Timing:
     """Wall-clock time of a CPU callable: warm-up runs, then `repeat` timed runs (Chapter 1)."""
     for _ in range(warmup):

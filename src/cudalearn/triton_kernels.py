@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 from cudalearn import device
+from cudalearn.launch import blocks
 
 if device.mode() != "gpu":  # before any kernel below is defined
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -165,7 +166,7 @@ def matmul(a, b, *, precision: str = "ieee", config: dict | None = None, out=Non
         cc = torch.cuda.get_device_capability(a.device)
     cfg = config or matmul_config(a.dtype, cc)
     c = out if out is not None else a.new_empty((M, N))
-    grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
+    grid = (blocks(M, cfg["BLOCK_M"]) * blocks(N, cfg["BLOCK_N"]),)  # one program per tile of C
     matmul_kernel[grid](
         a,
         b,
@@ -195,5 +196,5 @@ def bias_silu(x, bias, *, out=None):
     out = out if out is not None else x.new_empty(x.shape)
     block = SILU_BLOCK["interpreter" if interpreted() else "gpu"]
     n = x.numel()
-    bias_silu_kernel[(triton.cdiv(n, block),)](x, bias, out, n, x.shape[-1], BLOCK=block)
+    bias_silu_kernel[(blocks(n, block),)](x, bias, out, n, x.shape[-1], BLOCK=block)
     return out

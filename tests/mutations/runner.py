@@ -51,7 +51,7 @@ _CELLS = iter(range(1, 1 << 62))
 
 def _exec(text: str, ns: dict, what: str) -> None:
     """Run one cell's text in ns, registered in linecache as IPython does (the tracer reads kernel source)."""
-    from cudalearn.grading.sandbox import without_magics
+    from cudalearn.grading.cells import without_magics
 
     text = without_magics(text)
     name = f"<{what} {next(_CELLS)}>"

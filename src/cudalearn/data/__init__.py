@@ -1,0 +1,1 @@
+"""Stored GPU figures: `reference/` holds every run, in one format, listed by `cudalearn reference`."""

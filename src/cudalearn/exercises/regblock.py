@@ -11,13 +11,12 @@ capability check tries every compute capability from sm_35 to sm_120.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from cudalearn import checks, device
+from cudalearn import checks, device, launch
 
 SLACK = 1.25  # the tracer may count a few more shared reads than TM + TN per k (a kernel's own choices)
 
@@ -41,11 +40,6 @@ def _tiles(BM: int, BN: int, TM: int, TN: int) -> int:
     return (BM // TM) * (BN // TN)
 
 
-def _hint(shape: tuple[int, int], tiles: tuple[int, int]) -> tuple[int, int]:
-    """check_close's `block` hint: the tile along each axis the array spans more than one tile of."""
-    return tuple(t if s > t else 0 for s, t in zip(shape, tiles, strict=True))
-
-
 def _problem(m: int, k: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Seeded float32 A (m, k) and B (k, n)."""
     rng = np.random.default_rng(seed)
@@ -55,7 +49,7 @@ def _problem(m: int, k: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]
 def _run(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int, m: int, k: int, n: int, seed: int) -> None:
     """Raise unless kernel computes A @ B for one (m, k, n) with 1-D blocks of (BM//TM)*(BN//TN) threads."""
     A, B = _problem(m, k, n, seed)
-    grid = (math.ceil(n / BN), math.ceil(m / BM))
+    grid = (launch.blocks(n, BN), launch.blocks(m, BM))
     threads = _tiles(BM, BN, TM, TN)
     got = checks.run_kernel(kernel, grid, threads, A, B, checks.empty_output((m, n)))[2]
     name = f"C (m, k, n = {m}, {k}, {n})"
@@ -68,7 +62,9 @@ def _run(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int, m: int, k: in
                 f"`acc` (registers) and store `C[r, c] = acc[i, j]` once, after the loop over tiles."
             )
     try:
-        checks.check_close(got, A @ B, name=name, **checks.matmul_tol(k), block=_hint((m, n), (BM, BN)))
+        checks.check_close(
+            got, A @ B, name=name, **checks.matmul_tol(k), block=checks.tile_hint((m, n), (BM, BN))
+        )
     except AssertionError as e:
         found = str(e).split(" Hint: ")[0]  # a precise cause below replaces the generic hint
         last = np.outer(A[:, -1], B[-1, :])  # what C holds when each product overwrites acc
@@ -123,7 +119,7 @@ def _check_registers(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -
     found = _findings(report)
     if found:
         raise AssertionError(f"your kernel gives the right result, but the tracer found {found}")
-    warps = math.ceil(threads / 32)
+    warps = launch.blocks(threads, 32)
     reads = report.shared_load_requests / (warps * k)  # shared reads per thread and per step along k
     if reads > SLACK * (TM + TN):
         raise AssertionError(
@@ -146,7 +142,7 @@ def _fraction_of_cublas(kernel: Any, BM: int, BN: int, TM: int, TN: int, n: int)
     import torch
     from numba import cuda
 
-    from cudalearn import timing, torch_device
+    from cudalearn import precision, timing, torch_device
 
     dev = torch_device()
     rng = np.random.default_rng(3)
@@ -155,15 +151,11 @@ def _fraction_of_cublas(kernel: Any, BM: int, BN: int, TM: int, TN: int, n: int)
     dA, dB, dC = cuda.to_device(A), cuda.to_device(B), cuda.device_array((n, n), np.float32)
     tA, tB = torch.from_numpy(A).to(dev), torch.from_numpy(B).to(dev)
     tC = torch.empty((n, n), device=dev)
-    grid = (math.ceil(n / BN), math.ceil(n / BM))
+    grid = (launch.blocks(n, BN), launch.blocks(n, BM))
     threads = _tiles(BM, BN, TM, TN)
-    before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")  # cuBLAS in true FP32 (no TF32), as your kernel
-    try:
+    with precision.fp32():  # cuBLAS in true FP32 (no TF32), as your kernel
         yours = timing.gpu_time(lambda: kernel[grid, threads](dA, dB, dC), warmup=1, repeat=5)
         cublas = timing.gpu_time(lambda: torch.matmul(tA, tB, out=tC), warmup=1, repeat=5)
-    finally:
-        torch.set_float32_matmul_precision(before)
     flops = 2 * n**3
     rate, ref = timing.gflops(flops, yours.median_ms), timing.gflops(flops, cublas.median_ms)
     print(

@@ -39,7 +39,7 @@ def digit_copies(data, originals: int = 5, per_row: int = 8):
 def register_patch(cfg, threads=((0, 0), (1, 0), (0, 1))):
     """The (BM, BN) output tile of one block, with the (TM, TN) outputs each given thread owns (Chapter 5).
 
-    `cfg` is a `cudalearn.kernels.fused.Tiles`; thread (tx, ty) owns rows
+    `cfg` is a `cudalearn.kernels.linear.Tiles`; thread (tx, ty) owns rows
     ty + i * TY and columns tx + j * TX (`Tiles.thread_outputs`). Outlined: the output each thread of
     the first warp computes for i = j = 0 (with TX = 16, two rows of 16
     neighbouring columns: its stores are coalesced).

@@ -1,6 +1,6 @@
 """A data-loading pass as a timeline: who makes each batch, when the loop waits, the GPU's work (Chapter 7).
 
-It draws what `cudalearn.nn.alexnet.loader_timeline` records (or what
+It draws what `cudalearn.nn.input_pipeline.loader_timeline` records (or what
 `ideal_loader_schedule` predicts, in the same format): one lane per loader
 worker (or the training process), one for the training loop's waits, one
 for the device's copies and steps.

@@ -1,6 +1,6 @@
 """A training step's memory drawn: bytes against the batch, what each out-of-memory remedy needs (Chapter 7).
 
-`step_bytes` draws the count of `cudalearn.nn.memory` (weights, gradients,
+`step_bytes` draws the count of `cudalearn.nn.step_memory` (weights, gradients,
 optimiser state, activations) against the batch size beside a card's
 memory; `oom_remedies` draws the figures a memory experiment stored (per
 variant and GPU: what stays between steps, the allocator's peak, the cap)
@@ -9,7 +9,7 @@ as bars. Both draw only what they are given.
 
 from __future__ import annotations
 
-from cudalearn.nn.memory import GiB, StepMemory
+from cudalearn.nn.step_memory import GiB, StepMemory
 
 HELD, PEAK, CAP = "#4c72b0", "#9ecae1", "#c0392b"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-PARTS = (  # (label, colour, count from a `regblock.instruction_mix` loop)
+PARTS = (  # (label, colour, count from a `toolchain.instruction_mix` loop)
     ("FFMA", "tab:green", lambda loop: loop["FFMA"]),
     ("LDS.128", "tab:blue", lambda loop: loop["lds128"]),
     ("LDS, 32-bit", "tab:cyan", lambda loop: loop["LDS"] - loop["lds128"]),
@@ -15,7 +15,7 @@ PARTS = (  # (label, colour, count from a `regblock.instruction_mix` loop)
 def instruction_mix(ax, resources):
     """Stacked bars, one a kernel, of its hot loop's instructions by kind, as shares (Chapter 6).
 
-    `resources` maps a kernel name to a `regblock.compile_report`-style entry with `sass.loop`.
+    `resources` maps a kernel name to a `toolchain.compile_report`-style entry with `sass.loop`.
     """
     names = [n for n, r in resources.items() if (r.get("sass") or {}).get("loop")]
     left = np.zeros(len(names))

@@ -29,8 +29,24 @@ Three processes per submission:
     parses the notebook as JSON,        runs the instructor's      runs the student's answer
     never runs student code             cells and hidden tests     cells, confined
 
+The modules, by process:
+
+- grader: `grader` (the run and `cudalearn grade`), `lab` (the solution
+  notebook as a plan), `submissions` (the submitted files, read once),
+  `match` (the answer cells in a submission), `limits` (the limits, the
+  student's OS user, what this machine enforces), `results`, `report` (the
+  grade table and feedback files);
+- judge: `judge` (the cells and tests), `channel` (its end of the pipe),
+  `remote` (handles on the student's objects), `errors`, `rebuild` (a
+  kernel's verified syntax tree, for the tracer);
+- sandbox: `sandbox` (the entry point), `confinement`, `namespaces`,
+  `landlock`, `server` (the requests);
+- shared: `wire` (the data-only protocol), `process` (starting and ending
+  the student's process, cgroups), `cells` (a cell run as in a notebook),
+  `linux` (libc).
+
 The judge never executes a line of student code. Each name an exercise
-asks for is bound in the judge to a handle (`judge.Remote`) on the object
+asks for is bound in the judge to a handle (`remote.Remote`) on the object
 in the sandbox: calling it, indexing it (`kernel[grid, block]`) or reading
 an attribute sends a request, and only data comes back (`wire`: numbers,
 strings, containers, numeric numpy arrays, device arrays and tensors as
@@ -175,7 +191,14 @@ __all__ = [
     "command",
 ]
 
-_WHERE = {"load": "lab", "nbgrader_source": "lab", "LabError": "lab"}
+_WHERE = {  # the module of each name above (the rest: grader)
+    "load": "lab",
+    "nbgrader_source": "lab",
+    "LabError": "lab",
+    "Limits": "limits",
+    "Result": "results",
+    "TestResult": "results",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

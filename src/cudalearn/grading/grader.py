@@ -10,116 +10,37 @@ never stop the others from being graded.
 from __future__ import annotations
 
 import argparse
-import csv
-import dataclasses
-import hashlib
 import itertools
 import json
 import os
-import re
 import signal
-import stat
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudalearn.grading import lab as lab_mod
 from cudalearn.grading import match, process, python_command
+from cudalearn.grading.limits import (
+    Limits,
+    check_user,
+    containment_notes,
+    grader_cgroup,
+    judge_memory,
+    student_user,
+)
+from cudalearn.grading.report import write
+from cudalearn.grading.results import Result, TestResult, all_errors
+from cudalearn.grading.submissions import (
+    Submission,
+    distinct_students,
+    find_submissions,
+    load_submission,
+    mark_identical,
+    one_per_student,
+)
 
-STATUSES = ("passed", "failed", "error", "timeout", "crashed", "memory")
-SOLUTION_MARK = "(the solution notebook)"  # in the `identical to` column
-DEFAULT_USER = "nobody"  # student code runs as this user when the grader is root and no --user is given
-JUDGE_MEMORY_MB = 4096  # the judge's own memory limit, at least (it holds the lab's arrays and a reply)
-
-
-@dataclass
-class TestResult:
-    """One test's outcome for one student: points, status and the check's own message."""
-
-    test_id: str
-    exercise: int
-    points: float
-    max_points: float
-    status: str
-    message: str = ""
-    output: str = ""
-
-
-@dataclass
-class Result:
-    """One submission's grade: the tests, notes on how it was read, and how it was isolated."""
-
-    student: str
-    lab: str
-    path: Path
-    tests: list[TestResult]
-    notes: list[str] = field(default_factory=list)
-    isolation: dict = field(default_factory=dict)
-    grader_error: str = ""
-    same_as: list[str] = field(default_factory=list)  # students whose answers are identical
-
-    @property
-    def total(self) -> float:
-        return sum(t.points for t in self.tests)
-
-    @property
-    def max_total(self) -> float:
-        return sum(t.max_points for t in self.tests)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-notebook limits: wall-clock seconds for the notebook and for one cell, memory, file size."""
-
-    timeout: float = 600.0
-    cell_timeout: float = 120.0
-    memory_mb: int = 2048
-    file_mb: int = 64
-    landlock: bool = True
-    user: str | None = None
-
-
-def check_user(user: str) -> None:
-    """Raise ValueError unless student code can run as `user`: it exists and can reach this Python.
-
-    A Python in a folder closed to `user` (a pyenv under /root) is fine when the sandbox can make a mount
-    namespace: there it lays a tmpfs over the closed folder holding only the Python's own folders.
-    """
-    import pwd
-
-    from cudalearn.grading.sandbox import closed_folder, probe_namespaces
-
-    try:
-        pw = pwd.getpwnam(user)
-    except KeyError:
-        raise ValueError(f"no user {user!r} on this machine") from None
-    if os.geteuid() != 0:
-        raise ValueError("--user needs the grader to run as root")
-    for target in {
-        os.path.realpath(sys.executable),
-        os.path.realpath(sys.prefix),
-        os.path.realpath(sys.base_prefix),
-    }:
-        folder = closed_folder(target, pw.pw_uid, pw.pw_gid)
-        if folder is not None and probe_namespaces() != "root":
-            mode = stat.filemode(os.stat(folder).st_mode)
-            raise ValueError(
-                f"user {user!r} cannot use this Python: {folder} is closed to it (mode {mode}) and this "
-                f"kernel gives the grader no mount namespace to open it; install the course in a virtual "
-                f"environment {user!r} can read, pass --user NAME for a user that can, or --user root to "
-                f"run student code as root with its capabilities dropped (it can then read root's files)"
-            )
-
-
-def student_user(limits: Limits) -> Limits:
-    """The limits with the user student code runs as: --user, else DEFAULT_USER when the grader is root."""
-    if limits.user == "root":
-        return dataclasses.replace(limits, user=None)  # explicitly asked for: root, capabilities dropped
-    if limits.user or not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return limits
-    return dataclasses.replace(limits, user=DEFAULT_USER)
+JUDGE_MODULE = "cudalearn.grading.judge"
 
 
 def resolve_lab(lab: str | Path, root: str | Path = ".") -> Path:
@@ -132,117 +53,6 @@ def resolve_lab(lab: str | Path, root: str | Path = ".") -> Path:
         return sols[0]
     known = ", ".join(p.stem for p in sorted(Path(root, "solutions").glob("*.ipynb"))) or "none"
     raise lab_mod.LabError(f"no single solution notebook matches {str(lab)!r} (solutions: {known})")
-
-
-def find_submissions(paths: list[str | Path]) -> list[tuple[str, Path]]:
-    """(student, notebook) pairs: a file is a student; in a folder, one student per subfolder or file.
-
-    Inside a folder nothing is followed: a symbolic link (to the solution, to another student's work),
-    a named pipe or a device named like a notebook is listed all the same, and `read_submission` refuses
-    it, so its student gets a row that says why.
-    """
-    found: list[tuple[str, Path]] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            for top, dirs, files in os.walk(p, followlinks=False):
-                rel_top = Path(top).relative_to(p)
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .ipynb_checkpoints, hidden
-                for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
-                    f = Path(top, name)
-                    if name.startswith(".") or not (name.endswith(".ipynb") or f.is_symlink()):
-                        continue
-                    rel = rel_top / name
-                    found.append((rel.parts[0] if len(rel.parts) > 1 else f.stem, f))
-                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(top, d))]
-        elif p.exists() or p.is_symlink():
-            found.append((p.stem, p))
-        else:
-            raise FileNotFoundError(f"no such submission: {p}")
-    return found
-
-
-class _Submitted:
-    """A submission's bytes, read once, as `match.read` reads a path (stat().st_size and read_bytes())."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def stat(self) -> os.stat_result:
-        return os.stat_result((0, 0, 0, 1, 0, 0, len(self.data), 0, 0, 0))
-
-    def read_bytes(self) -> bytes:
-        return self.data
-
-
-def read_submission(path: Path) -> bytes:
-    """A submission's bytes: a regular file (no link followed), read once, at most match's size limit.
-
-    Raises match.SubmissionError saying why not (a link, a pipe, a device, too large).
-    """
-    limit = match.MAX_NOTEBOOK_BYTES
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        if os.path.islink(path):
-            raise match.SubmissionError(
-                "it is a symbolic link, not a file: only the notebook itself can be graded"
-            ) from None
-        raise match.SubmissionError(f"it cannot be opened ({e.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
-            kind = "a folder" if stat.S_ISDIR(st.st_mode) else kind
-            raise match.SubmissionError(f"it is {kind}, not a notebook file")
-        if st.st_size > limit:
-            raise match.SubmissionError(
-                f"the file is {st.st_size >> 20} MiB, over the {limit >> 20} MiB limit"
-            )
-        chunks, total = [], 0
-        while total <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > limit:
-            raise match.SubmissionError(f"the file is over the {limit >> 20} MiB limit")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-@dataclass
-class Submission:
-    """One submitted notebook as read once: its bytes' digest, the parsed notebook or why it is unreadable."""
-
-    student: str
-    path: Path
-    notebook: object = None
-    error: str = ""
-    digest: str = ""
-    mtime: float = 0.0
-    is_solution: bool = False
-
-
-def load_submission(student: str, path: Path, solution: bytes) -> Submission:
-    """Read and parse one submission once; never raises (an unreadable one carries its reason)."""
-    sub = Submission(student, path)
-    try:
-        data = read_submission(path)
-        sub.mtime = os.lstat(path).st_mtime
-        sub.is_solution = data == solution  # graded (an instructor's own check), and flagged
-        sub.notebook = match.read(_Submitted(data))
-        sub.digest = hashlib.sha256(data).hexdigest()
-    except (match.SubmissionError, OSError) as e:
-        sub.error = str(e)
-    except Exception as e:  # a notebook that breaks the parser: this student's row, not the class's
-        sub.error = f"it could not be read ({type(e).__name__}: {e})"
-    return sub
-
-
-def _all_tests(lab: lab_mod.Lab, status: str, message: str) -> list[TestResult]:
-    return [TestResult(t.test_id, t.exercise, 0.0, t.points, status, message) for t in lab.tests]
 
 
 def job_for(lab: lab_mod.Lab, answers: list[match.Answer], limits: Limits) -> dict:
@@ -289,7 +99,7 @@ def _run_judge(job: dict, limits: Limits, group: process.Cgroup | None = None) -
         except OSError:
             judge_group = None
     proc = subprocess.Popen(
-        python_command("cudalearn.grading.judge"),
+        python_command(JUDGE_MODULE),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -327,11 +137,6 @@ def _run_judge(job: dict, limits: Limits, group: process.Cgroup | None = None) -
         }
 
 
-def judge_memory(limits: Limits) -> int:
-    """MiB of memory for the judge of one notebook: its checks hold copies of the sandbox's arrays."""
-    return max(JUDGE_MEMORY_MB, 2 * limits.memory_mb)
-
-
 def grade_one(
     lab: lab_mod.Lab,
     student: str,
@@ -345,15 +150,14 @@ def grade_one(
     if notebook is None:
         sub = load_submission(student, path, b"")
         if sub.error:
-            msg = f"could not read your notebook: {sub.error}"
-            return Result(student, lab.name, path, _all_tests(lab, "error", msg))
+            return all_errors(lab, student, path, f"could not read your notebook: {sub.error}")
         notebook = sub.notebook
     answers = match.find_answers(lab, notebook)
     notes = [a.note for a in answers if a.note]
     raw = _run_judge(job_for(lab, answers, limits), limits, group)
     if "fatal" in raw:
         msg = f"the grader failed on this notebook ({raw['fatal']}); ask your instructor to look at it"
-        res = Result(student, lab.name, path, _all_tests(lab, "error", msg), notes, grader_error=raw["fatal"])
+        res = all_errors(lab, student, path, msg, notes=notes, grader_error=raw["fatal"])
         print(f"cudalearn grade: {path}: {raw['fatal']}\n{raw.get('traceback', '')}", file=sys.stderr)
         return res
     tests = [
@@ -376,7 +180,7 @@ def grade(
     submissions: list[str | Path],
     *,
     out: str | Path | None = "grades",
-    limits: Limits = Limits(),
+    limits: Limits = Limits(),  # noqa: B008 (frozen: one shared default is safe)
     jobs: int = 1,
     root: str | Path = ".",
 ) -> list[Result]:
@@ -386,8 +190,8 @@ def grade(
     if limits.user:
         check_user(limits.user)
     solution = plan.path.read_bytes()
-    subs = [load_submission(s, p, solution) for s, p in _unique(find_submissions(submissions))]
-    picked = _one_per_student(plan, subs)
+    subs = [load_submission(s, p, solution) for s, p in distinct_students(find_submissions(submissions))]
+    picked = one_per_student(plan, subs)
     top = grader_cgroup()
     notes = containment_notes(limits, cgroup=top is not None)
     seq = itertools.count(1)
@@ -413,43 +217,6 @@ def grade(
     return results
 
 
-def grader_cgroup() -> process.Cgroup | None:
-    """A cgroup for this grading run, where each judge gets its own; None where the kernel refuses."""
-    base = process.Cgroup.base()
-    if base is None:
-        return None
-    try:
-        top = base.child(f"cudalearn-grade-{os.getpid()}")
-    except OSError:
-        return None
-    try:
-        top.child("probe", memory_bytes=64 << 20, pids=8).kill()  # limits can really be set below it
-    except OSError:
-        top.kill()
-        return None
-    return top
-
-
-def containment_notes(limits: Limits, cgroup: bool) -> list[str]:
-    """What this machine cannot enforce, in a student's feedback words (empty when everything holds)."""
-    from cudalearn.grading.sandbox import landlock_abi, probe_namespaces
-
-    notes = []
-    if not cgroup:
-        notes.append(
-            "this grading machine gave the grader no cgroup: the memory limit held for each of your "
-            "notebook's processes, not for all of them together, and shared memory was not counted."
-        )
-    if not probe_namespaces():
-        notes.append(
-            "this grading machine gave the grader no PID or mount namespace: processes your code started "
-            "were ended by process group and as orphans, and /dev/shm was closed to your code."
-        )
-    if limits.landlock and not landlock_abi():
-        notes.append("this grading machine has no Landlock: your code could read every file its OS user can.")
-    return notes
-
-
 def _graded(
     plan: lab_mod.Lab,
     sub: Submission,
@@ -460,16 +227,13 @@ def _graded(
 ) -> Result:
     """Grade one student's picked notebook; any failure becomes that student's error row, not the class's."""
     if sub.error:
-        msg = f"could not read your notebook: {sub.error}"
-        result = Result(sub.student, plan.name, sub.path, _all_tests(plan, "error", msg))
+        result = all_errors(plan, sub.student, sub.path, f"could not read your notebook: {sub.error}")
     else:
         try:
             result = grade_one(plan, sub.student, sub.path, limits, sub.notebook, group)
         except Exception as e:  # a grader bug on this notebook: reported on its row
             msg = f"the grader failed on this notebook ({type(e).__name__}: {e}); ask your instructor"
-            result = Result(
-                sub.student, plan.name, sub.path, _all_tests(plan, "error", msg), grader_error=str(e)
-            )
+            result = all_errors(plan, sub.student, sub.path, msg, grader_error=str(e))
             print(f"cudalearn grade: {sub.path}: {type(e).__name__}: {e}", file=sys.stderr)
     if others:
         names = ", ".join(p.name for p in others)
@@ -480,146 +244,8 @@ def _graded(
     return result
 
 
-def _answered(plan: lab_mod.Lab, sub: Submission) -> int:
-    """How many exercises a notebook answers (found and edited): picks a student's notebook."""
-    if sub.error:
-        return -1
-    answers = match.find_answers(plan, sub.notebook)
-    stubs = {e.number: match._norm(e.cell.student_source) for e in plan.exercises}
-    return sum(1 for a in answers if a.code is not None and match._norm(a.code) != stubs[a.exercise])
-
-
-def _one_per_student(plan: lab_mod.Lab, subs: list[Submission]) -> list[tuple[Submission, list[Path]]]:
-    """One notebook per student: the one that answers the most exercises, then the newest."""
-    groups: dict[str, list[Submission]] = {}
-    for sub in subs:
-        groups.setdefault(sub.student, []).append(sub)
-    picked = []
-    for group in groups.values():
-        ranked = sorted(group, key=lambda s: (_answered(plan, s), s.mtime), reverse=True)
-        picked.append((ranked[0], [s.path for s in ranked[1:]]))
-    return picked
-
-
-def mark_identical(plan: lab_mod.Lab, results: list[Result], subs: dict[str, Submission]) -> None:
-    """Flag students whose graded answers are the same code (or whose files are the same bytes)."""
-    stubs = {e.number: match._norm(e.cell.student_source) for e in plan.exercises}
-    keys: dict[str, list[str]] = {}
-    for r in results:
-        sub = subs.get(r.student)
-        if sub is None or sub.error:
-            continue
-        answers = match.find_answers(plan, sub.notebook)
-        code = [match._norm(a.code or "") for a in answers]
-        if any(a.code is not None and match._norm(a.code) != stubs[a.exercise] for a in answers):
-            keys.setdefault("answers:" + hashlib.sha256("\0".join(code).encode()).hexdigest(), []).append(
-                r.student
-            )
-        keys.setdefault("file:" + sub.digest, []).append(r.student)
-    by_student = {r.student: r for r in results}
-    for group in keys.values():
-        if len(group) > 1:
-            for name in group:
-                r = by_student[name]
-                r.same_as = sorted(set(r.same_as) | (set(group) - {name}))
-    for r in results:
-        sub = subs.get(r.student)
-        if sub is not None and sub.is_solution:
-            r.same_as = [SOLUTION_MARK, *r.same_as]
-            r.notes.append("this file is the course's solution notebook itself, hidden tests included.")
-    for r in results:
-        others = [name for name in r.same_as if name != SOLUTION_MARK]
-        if others:
-            r.notes.append(
-                f"your answers are identical to those of {len(others)} other submission(s); your "
-                f"instructor sees which."
-            )
-
-
-def _unique(subs: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
-    """Tell apart loose files with the same name in different folders by their folder's name."""
-    folders: dict[str, set[Path]] = {}
-    for s, p in subs:
-        folders.setdefault(s, set()).add(p.parent)
-    return [(f"{p.parent.name}-{s}" if len(folders[s]) > 1 and p.stem == s else s, p) for s, p in subs]
-
-
-def _cell(text: str) -> str:
-    """A CSV cell that a spreadsheet will not read as a formula."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
-
-
-def safe_name(name: str) -> str:
-    """A file name for a student (letters, digits, '.', '-', '_'; at most 100 characters)."""
-    return re.sub(r"[^\w.-]+", "_", name).strip("._")[:100] or "student"
-
-
-def feedback_names(students: list[str]) -> dict[str, str]:
-    """A distinct, safe feedback file stem per student: names that map to one file get -2, -3, ...
-
-    Distinct regardless of case too, so that no two files collide on a case-insensitive disk.
-    """
-    taken: set[str] = set()
-    names = {}
-    for student in sorted(set(students)):
-        stem, n = safe_name(student), 1
-        while (candidate := stem if n == 1 else f"{stem}-{n}").lower() in taken:
-            n += 1
-        taken.add(candidate.lower())
-        names[student] = candidate
-    return names
-
-
-def write(lab: lab_mod.Lab, results: list[Result], out: Path) -> None:
-    """Write the grade table OUT/LAB.csv and one feedback file per student."""
-    out.mkdir(parents=True, exist_ok=True)
-    files = feedback_names([r.student for r in results])
-    with open(out / f"{lab.name}.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        head = ["student", "lab"]
-        for t in lab.tests:
-            head += [f"{t.test_id} points", f"{t.test_id} status"]
-        w.writerow(head + ["total", "max", "notebook", "identical to", "feedback"])
-        for r in results:
-            row = [_cell(r.student), r.lab]
-            for t in r.tests:
-                row += [f"{t.points:g}", t.status]
-            same = _cell(" ".join(r.same_as))
-            row += [f"{r.total:g}", f"{r.max_total:g}", _cell(str(r.path)), same, f"{files[r.student]}.md"]
-            w.writerow(row)
-    fb = out / "feedback" / lab.name
-    fb.mkdir(parents=True, exist_ok=True)
-    for r in results:
-        (fb / f"{files[r.student]}.md").write_text(feedback(r))
-
-
-def feedback(r: Result) -> str:
-    """The feedback a student reads: each test, passed or why not, in the checks' own words."""
-    lines = [f"# {r.lab}: feedback for {r.student}", "", f"Total: {r.total:g} of {r.max_total:g} points.", ""]
-    for t in r.tests:
-        pts = f"{t.points:g}/{t.max_points:g} point{'s' if t.max_points != 1 else ''}"
-        lines.append(f"## {t.test_id} (exercise {t.exercise}): {t.status}, {pts}")
-        if t.message:
-            lines += ["", t.message]
-        if t.output:
-            lines += [
-                "",
-                "The last lines your code printed before its process died:",
-                "",
-                "```",
-                t.output,
-                "```",
-            ]
-        lines.append("")
-    if r.notes:
-        lines += ["## Notes", ""] + [f"- {n}" for n in r.notes] + [""]
-    return "\n".join(lines)
-
-
 def command(args: argparse.Namespace) -> int:
     """Run `cudalearn grade` from parsed arguments; print a summary; 0 when every notebook was graded."""
-    from cudalearn.grading import process
-
     process.make_private()  # this process holds the hidden tests: no same-user ptrace
     try:
         path = resolve_lab(args.lab, args.root)

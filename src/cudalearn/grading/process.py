@@ -25,6 +25,7 @@ import threading
 import time
 
 from cudalearn.grading import python_command, wire
+from cudalearn.grading.linux import libc, write_text
 
 SANDBOX_MODULE = "cudalearn.grading.sandbox"
 # Bytes in one reply from the student's process: the largest array a lab's check passes at GPU sizes is
@@ -60,11 +61,6 @@ def _status_text(returncode: int | None) -> str:
 
 
 # Cgroups ---------------------------------------------------------------------------
-
-
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def _read(path: str) -> str:
@@ -163,21 +159,21 @@ class Cgroup:
                 made.append(path)
             group = Cgroup(dirs)
             if "v2" in dirs:
-                _write(os.path.join(self.dirs["v2"], "cgroup.subtree_control"), "+memory +pids")
+                write_text(os.path.join(self.dirs["v2"], "cgroup.subtree_control"), "+memory +pids")
                 if memory_bytes is not None:
-                    _write(os.path.join(dirs["v2"], "memory.max"), str(memory_bytes))
+                    write_text(os.path.join(dirs["v2"], "memory.max"), str(memory_bytes))
                     if os.path.exists(os.path.join(dirs["v2"], "memory.swap.max")):
-                        _write(os.path.join(dirs["v2"], "memory.swap.max"), "0")
+                        write_text(os.path.join(dirs["v2"], "memory.swap.max"), "0")
                 if pids is not None:
-                    _write(os.path.join(dirs["v2"], "pids.max"), str(pids))
+                    write_text(os.path.join(dirs["v2"], "pids.max"), str(pids))
             else:
                 if memory_bytes is not None:
-                    _write(os.path.join(dirs["memory"], "memory.limit_in_bytes"), str(memory_bytes))
+                    write_text(os.path.join(dirs["memory"], "memory.limit_in_bytes"), str(memory_bytes))
                     memsw = os.path.join(dirs["memory"], "memory.memsw.limit_in_bytes")
                     if os.path.exists(memsw):
-                        _write(memsw, str(memory_bytes))  # no swap either
+                        write_text(memsw, str(memory_bytes))  # no swap either
                 if pids is not None:
-                    _write(os.path.join(dirs["pids"], "pids.max"), str(pids))
+                    write_text(os.path.join(dirs["pids"], "pids.max"), str(pids))
             return group
         except OSError:
             for path in reversed(made):
@@ -190,7 +186,7 @@ class Cgroup:
     def add(self, pid: int) -> None:
         """Move process `pid` (and the children it makes from now on) into this group."""
         for path in self.dirs.values():
-            _write(os.path.join(path, "cgroup.procs"), str(pid))
+            write_text(os.path.join(path, "cgroup.procs"), str(pid))
 
     def _pids(self) -> set[int]:
         """Every process in this group and the groups below it."""
@@ -221,20 +217,17 @@ class Cgroup:
                 break
             try:
                 if "v2" in self.dirs and os.path.exists(kill_file):
-                    _write(kill_file, "1")  # the kernel kills the whole subtree at once, forks in flight too
+                    # the kernel kills the whole subtree at once, forks in flight too
+                    write_text(kill_file, "1")
                     pids = set()
                 if "freezer" in self.dirs and pids:
-                    _write(freezer, "FROZEN")  # no fork between reading the list and the kill
+                    write_text(freezer, "FROZEN")  # no fork between reading the list and the kill
             except OSError:
                 pass
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            sigkill(pids)
             try:
                 if "freezer" in self.dirs and pids:
-                    _write(freezer, "THAWED")
+                    write_text(freezer, "THAWED")
             except OSError:
                 pass
             time.sleep(0.02)
@@ -396,6 +389,15 @@ def process_table() -> dict[int, tuple[int, int]]:
     return table
 
 
+def sigkill(pids: set[int]) -> None:
+    """SIGKILL each of `pids` that still exists and may be signalled (the judge's and sandbox's sweeps)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def _kill_orphans() -> None:
     """Kill processes re-parented to the judge (it is their subreaper): a student's escaped children.
 
@@ -419,9 +421,7 @@ def make_private(subreaper: bool = False) -> None:
     processes) are re-parented to it, so `_kill_orphans` can end them.
     """
     if sys.platform.startswith("linux"):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+        lib = libc()
+        lib.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
         if subreaper:
-            libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+            lib.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER

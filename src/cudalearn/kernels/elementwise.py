@@ -28,6 +28,8 @@ import numpy as np
 from numba import config, cuda, float32, uint16
 from numba.cuda import libdevice
 
+from cudalearn import launch
+
 SIGNATURES = {
     "add_bias": "void(float32[:, ::1], float32[::1], float32[:, ::1])",
     "relu": "void(float32[:, ::1], float32[:, ::1])",
@@ -59,13 +61,13 @@ BLOCK_1D = 256
 def launch_2d(shape, block=BLOCK_2D):
     """(griddim, blockdim) covering a (rows, cols) array with thread (x, y) on element [y, x] (Chapter 5)."""
     rows, cols = shape
-    return (math.ceil(cols / block[0]), math.ceil(rows / block[1])), block
+    return launch.grid_2d(rows, cols, block)
 
 
 def launch_1d(n, block=BLOCK_1D):
     """(griddim, blockdim) covering n elements, one thread each; small n get a smaller block (Chapter 5)."""
-    block = min(block, 32 * max(1, math.ceil(n / 32)))  # whole warps, no more than n needs
-    return max(1, math.ceil(n / block)), block
+    block = min(block, 32 * max(1, launch.blocks(n, 32)))  # whole warps, no more than n needs
+    return max(1, launch.blocks(n, block)), block
 
 
 # The naive network's steps: one operation per kernel ----------------------------------------
@@ -186,7 +188,8 @@ EPT = 4
 def launch_chain(shape, block=BLOCK_2D):
     """(griddim, blockdim) of the chain's kernels: each thread takes EPT columns of one row (Chapter 5)."""
     rows, cols = shape
-    return (max(1, math.ceil(cols / (block[0] * EPT))), math.ceil(rows / block[1])), block
+    (x, y), block = launch.grid_2d(rows, cols, block, per_thread=(EPT, 1))
+    return (max(1, x), y), block
 
 
 @cuda.jit
@@ -286,7 +289,8 @@ def bias_relu_dropout(Z, b, mask, s, Y):
 #
 # On the H200 the fused kernel above stays well below the copy's bandwidth although it moves only
 # 9/8 of the copy's bytes, and Nsight Compute shows neither its DRAM (55% of peak) nor its SMs (68%,
-# the copy's own share) saturated (data/ncu/h200_chain_ncu.json). Each element costs three loads
+# the copy's own share) saturated (stored as `ch5.ncu_chain`,
+# data/reference/h200-ncu-chain.json). Each element costs three loads
 # (Z, b, the mask byte), a store, and the index arithmetic of four 2-D accesses. Numba has no
 # float2 loads, but viewing a float32 array as float64 makes every load and store move two
 # neighbouring columns: twice the bytes per memory instruction, 64% of the instructions in all.
@@ -330,7 +334,8 @@ else:
 def launch_pairs(shape, block=BLOCK_2D):
     """(griddim, blockdim) of the paired kernel on a (rows, cols) float32 array: PAIRS pairs a thread."""
     rows, cols = shape
-    return (max(1, math.ceil(cols / (2 * block[0] * PAIRS))), math.ceil(rows / block[1])), block
+    (x, y), block = launch.grid_2d(rows, cols, block, per_thread=(2 * PAIRS, 1))
+    return (max(1, x), y), block
 
 
 @cuda.jit
@@ -428,7 +433,7 @@ def empty_kernel(x):
         x[0] = float32(0.0)
 
 
-# Bytes and candidates of the chain ------------------------------------------------------------
+# Bytes, inputs and specification of the chain -------------------------------------------------
 
 
 def chain_bytes(rows, cols):
@@ -458,8 +463,6 @@ def chain_bytes(rows, cols):
 
 def chain_inputs(rows, cols, p=0.1, seed=0):
     """(Z (rows, cols) float32, b (cols,) float32, mask (rows, cols) uint8, scale float32) for the chain."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     Z = rng.standard_normal((rows, cols), dtype=np.float32)
     b = rng.standard_normal(cols, dtype=np.float32)
@@ -469,84 +472,4 @@ def chain_inputs(rows, cols, p=0.1, seed=0):
 
 def chain_reference(Z, b, mask, s):
     """relu(Z + b) * mask * s in NumPy, float32: the chain's specification (Chapter 5)."""
-    import numpy as np
-
     return (np.maximum(Z + b, np.float32(0.0)) * mask.astype(np.float32) * np.float32(s)).astype(np.float32)
-
-
-#: The name of the paired kernel's row in the chain's timings.
-PAIRED = "fused, 8-byte accesses"
-
-
-def chain_candidates(rows, cols, p=0.1, seed=0, block=None):
-    """Callables for timing the chain: (copies, chain, check) dicts on the device (Chapter 5).
-
-    copies: {'copy (torch)': ..., 'copy_2d (Numba)': ...}, each a
-    device-to-device copy of a (rows, cols) float32 array; chain:
-    {'unfused: 4 kernels': ..., 'fused: 1 kernel': ..., PAIRED: ..., 'PyTorch eager': ...};
-    `cols` must be even (the paired kernel takes whole pairs).
-    check() runs every chain candidate once and returns their outputs as
-    host arrays with the NumPy reference, for a check before timing.
-    PyTorch tensors live on `cudalearn.torch_device()`. `block`: the 2-D
-    launch's block, by default (32, 8) on a GPU and smaller under the simulator.
-    """
-    import numpy as np
-    import torch
-
-    from cudalearn.device import torch_device
-    from cudalearn.sizes import size
-
-    Z, b, mask, s = chain_inputs(rows, cols, p, seed)
-    dZ, db, dmask = cuda.to_device(Z), cuda.to_device(b), cuda.to_device(mask)
-    dY = cuda.device_array_like(dZ)
-    dev = torch_device()
-    tZ, tb = torch.from_numpy(Z).to(dev), torch.from_numpy(b).to(dev)
-    tmask = torch.from_numpy(mask.astype(bool)).to(dev)
-    tY = torch.empty_like(tZ)
-    block = block or (size("ch5.ew_block_x"), size("ch5.ew_block_y"))
-    grid, block = launch_chain((rows, cols), block)
-    pair_grid, _ = launch_pairs((rows, cols), block)
-    Z2, b2, mask2, Y2 = pair_views(dZ, db, dmask, dY)  # once: a view costs host time, not GPU time
-    fs = float(s)
-
-    def unfused():
-        chain_bias[grid, block](dZ, db, dY)
-        chain_relu[grid, block](dY)
-        chain_mask[grid, block](dY, dmask)
-        chain_scale[grid, block](dY, s)
-
-    def torch_eager():
-        torch.mul(torch.relu(tZ + tb) * tmask, fs, out=tY)
-
-    chain = {
-        "unfused: 4 kernels": unfused,
-        "fused: 1 kernel": lambda: bias_relu_dropout[grid, block](dZ, db, dmask, s, dY),
-        PAIRED: lambda: bias_relu_dropout_pairs[pair_grid, block](Z2, b2, mask2, s, Y2),
-        "PyTorch eager": torch_eager,
-    }
-    copies = {
-        "copy (torch)": lambda: tY.copy_(tZ),
-        "copy_2d (Numba)": lambda: copy_2d[grid, block](dZ, dY),
-    }
-
-    def check():
-        outs = {}
-        unfused()
-        outs["unfused: 4 kernels"] = dY.copy_to_host()
-        bias_relu_dropout[grid, block](dZ, db, dmask, s, dY)
-        outs["fused: 1 kernel"] = dY.copy_to_host()
-        chain[PAIRED]()
-        outs[PAIRED] = dY.copy_to_host()
-        torch_eager()
-        outs["PyTorch eager"] = tY.cpu().numpy().copy()  # on the CPU, .numpy() shares memory
-        copy_2d[grid, block](dZ, dY)
-        outs["copy_2d (Numba)"] = dY.copy_to_host()
-        tY.copy_(tZ)
-        outs["copy (torch)"] = tY.cpu().numpy().copy()
-        expected = chain_reference(Z, b, mask, s)
-        return outs, {
-            "chain": expected,
-            "copy": np.ascontiguousarray(Z),
-        }
-
-    return copies, chain, check

@@ -9,6 +9,8 @@ ordered (channel, row in the patch, column in the patch), the order of
 
 from numba import cuda
 
+from cudalearn.launch import blocks
+
 SIGNATURES = {
     "patchify": "void(float32[:, :, :, ::1], float32[:, :, ::1], int32)",
 }
@@ -42,5 +44,5 @@ def patchify_launch(shape, p: int, threads: int = 128):
     if h % p or w % p:
         raise ValueError(f"image size {h}x{w} is not a multiple of the patch size {p}")
     n, e = (h // p) * (w // p), c * p * p
-    threads = min(threads, 32 * -(-e // 32))  # no more threads in x than a warp-rounded patch vector
-    return ((e + threads - 1) // threads, n, b), (threads, 1, 1)
+    threads = min(threads, 32 * blocks(e, 32))  # no more threads in x than a warp-rounded patch vector
+    return (blocks(e, threads), n, b), (threads, 1, 1)

@@ -28,20 +28,18 @@ The four steps of the chapter, each a factory:
   global loads of the next tiles are in flight during the multiply-adds of the current ones, one
   barrier a tile) and the loop along k unrolled by four.
 
-`CONFIGS` sizes the tiles for sm_80 and newer (the H200), for a T4 (sm_75) and for the simulator;
-`config_for(cc)` picks one. `resources`, `compile_report` and `instruction_mix` say what the
-compiler made of a kernel: registers, occupancy, and the machine instructions of its hot loop.
+Their shared pieces are device functions the kernels inline: `make_load_tiles` (the guarded loads of
+a step along k, every tile of `_simple` and the edge tiles of `_vec`), `make_outer_product` (the step
+along k of the last two) and `make_store_block` (their epilogue).
+
+`CONFIGS` sizes the tiles for sm_80 and newer ('sm80+': A100, H100, H200), for sm_75 ('sm75': a
+T4) and for the simulator ('sim'); `config_for(cc)` picks one. What the compiler made of a kernel
+(registers, occupancy, the machine instructions of its hot loop) is `cudalearn.toolchain`'s.
 """
 
-import importlib.util
-import re
-import shutil
-import subprocess
-import tempfile
-from collections import Counter
-from pathlib import Path
-
 from numba import config, cuda, float32, int64, uint32
+
+from cudalearn import launch
 
 _SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 VEC = 4  # float32 values per 128-bit load
@@ -51,18 +49,18 @@ MAX_REGISTERS = 128  # per thread, for the last two steps: two 256-thread blocks
 CONFIGS = {
     # sm_80 and newer (A100, H100, H200; 64K registers, over 100 KB of shared memory per SM): 128x128
     # tiles, 256 threads of 8x8 outputs; at 128 registers a thread, two blocks (16 warps) fit an SM.
-    "h200": {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
+    "sm80+": {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
     # sm_75 (T4: 40 SMs of at most 1024 threads and 64 KB of shared memory): 64x64 tiles, 128 threads
     # of 8x4 outputs, which its compiler fits in 128 registers without spilling; four blocks an SM.
-    "t4": {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "TN": 4},
+    "sm75": {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "TN": 4},
     # The simulator runs a Python thread per CUDA thread: 16x16 tiles of 16 threads of 4x4 outputs.
     "sim": {"BM": 16, "BN": 16, "BK": 4, "TM": 4, "TN": 4},
 }
 
 #: The 1-D kernel's tiles (BM, BN, BK, TM) per target: TM outputs down one column per thread.
 CONFIGS_1D = {
-    "h200": {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
-    "t4": {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
+    "sm80+": {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
+    "sm75": {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
     "sim": {"BM": 16, "BN": 8, "BK": 4, "TM": 4},
 }
 
@@ -75,10 +73,10 @@ def _jit_bounded(threads):
 
 
 def config_for(cc, *, simulator=False):
-    """'sim', 'h200' (sm_80 and newer: A100, H100, H200) or 't4' (older) for compute capability cc."""
+    """'sim', 'sm80+' (sm_80 and newer: A100, H100, H200) or 'sm75' (older: a T4) for capability cc."""
     if simulator:
         return "sim"
-    return "h200" if tuple(cc or (0, 0)) >= (8, 0) else "t4"
+    return "sm80+" if tuple(cc or (0, 0)) >= (8, 0) else "sm75"
 
 
 def _check_2d(BM, BN, BK, TM, TN, vec):
@@ -97,15 +95,19 @@ def _check_2d(BM, BN, BK, TM, TN, vec):
     return threads
 
 
+def _tile_passes(BM, BN, BK, threads):
+    """(A_STEP, A_LOADS, B_STEP, B_LOADS): rows of the (BM, BK) A tile and of the (BK, BN) B tile that
+    one pass of the block's `threads` loads, and the passes (loads a thread) each tile takes."""
+    A_STEP, B_STEP = threads // BK, threads // BN
+    return A_STEP, BM // A_STEP, B_STEP, BK // B_STEP
+
+
 def make_regblock_1d(BM, BN, BK, TM):
     """Each of (BM // TM) * BN threads computes TM outputs down one column of C (Chapter 6)."""
     threads = (BM // TM) * BN
     if BM % TM or threads > 1024 or threads % BK or BM % (threads // BK) or BK % (BM // TM):
         raise ValueError(f"tiles BM={BM}, BN={BN}, BK={BK}, TM={TM} do not split into equal loads")
-    A_STEP = threads // BK  # rows of the A tile that one pass of the whole block loads
-    A_LOADS = BM // A_STEP  # passes, so loads per thread, for the A tile
-    B_STEP = threads // BN
-    B_LOADS = BK // B_STEP
+    A_STEP, A_LOADS, B_STEP, B_LOADS = _tile_passes(BM, BN, BK, threads)  # rows a pass loads, passes
 
     @cuda.jit
     def regblock_1d(A, B, C):
@@ -149,12 +151,42 @@ def make_regblock_1d(BM, BN, BK, TM):
     return regblock_1d
 
 
+def make_load_tiles(BM, BN, BK, threads):
+    """The guarded loads of one step along k of the 2-D kernels, the A tile stored transposed (Chapter 6).
+
+    `threads` threads load the (BM, BK) tile of A at (row0, k0) into sAt (sAt[k, r] = A[row0 + r,
+    k0 + k]) and the (BK, BN) tile of B at (k0, col0) into sB, neighbouring threads on neighbouring
+    columns (coalesced), zeros outside the (M, K) and (K, N) matrices. Every tile of
+    regblock_2d_simple, and the edge tiles of regblock_2d_vec; inlined into the kernel.
+    """
+    A_STEP, A_LOADS, B_STEP, B_LOADS = _tile_passes(BM, BN, BK, threads)
+
+    @cuda.jit(device=True, inline="always")
+    def load_tiles(A, B, sAt, sB, row0, col0, k0, t, M, N, K):
+        """sAt = the A tile at (row0, k0), transposed; sB = the B tile at (k0, col0); zeros outside."""
+        for p in range(A_LOADS):
+            r = t // BK + p * A_STEP
+            c = t % BK
+            v = float32(0.0)
+            if row0 + r < M and k0 + c < K:
+                v = A[row0 + r, k0 + c]
+            sAt[c, r] = v  # stored transposed
+        for p in range(B_LOADS):
+            r = t // BN + p * B_STEP
+            c = t % BN
+            v = float32(0.0)
+            if k0 + r < K and col0 + c < N:
+                v = B[k0 + r, col0 + c]
+            sB[r, c] = v
+
+    return load_tiles
+
+
 def make_regblock_2d_simple(BM, BN, BK, TM, TN):
     """Each thread computes a (TM, TN) block of C from TM + TN shared reads per k (Chapter 6)."""
     threads = _check_2d(BM, BN, BK, TM, TN, vec=False)
     RX = BN // TN  # threads along a row of the block tile
-    A_STEP, B_STEP = threads // BK, threads // BN
-    A_LOADS, B_LOADS = BM // A_STEP, BK // B_STEP
+    load_tiles = make_load_tiles(BM, BN, BK, threads)
 
     @cuda.jit
     def regblock_2d_simple(A, B, C):
@@ -174,20 +206,7 @@ def make_regblock_2d_simple(BM, BN, BK, TM, TN):
             for j in range(TN):
                 acc[i, j] = float32(0.0)
         for k0 in range(0, K, BK):
-            for p in range(A_LOADS):
-                r = t // BK + p * A_STEP
-                c = t % BK
-                v = float32(0.0)
-                if row0 + r < M and k0 + c < K:
-                    v = A[row0 + r, k0 + c]
-                sAt[c, r] = v  # stored transposed
-            for p in range(B_LOADS):
-                r = t // BN + p * B_STEP
-                c = t % BN
-                v = float32(0.0)
-                if k0 + r < K and col0 + c < N:
-                    v = B[k0 + r, col0 + c]
-                sB[r, c] = v
+            load_tiles(A, B, sAt, sB, row0, col0, k0, t, M, N, K)
             cuda.syncthreads()
             for k in range(BK):
                 for i in range(TM):
@@ -260,11 +279,11 @@ def make_regblock_2d_vec(BM, BN, BK, TM, TN):
     """make_regblock_2d_simple as the compiler likes it: 128-bit reads, no wrap-around, no bounds checks."""
     threads = _check_2d(BM, BN, BK, TM, TN, vec=True)
     RX, RY = BN // TN, BM // TM
-    A_STEP, B_STEP = threads // BK, threads // BN
-    A_LOADS, B_LOADS = BM // A_STEP, BK // B_STEP
+    A_STEP, A_LOADS, B_STEP, B_LOADS = _tile_passes(BM, BN, BK, threads)
     WIDTH = BM + VEC  # sAt rows of BM + 4 floats: a warp's transposed stores spread over all 32 banks
     outer_product = make_outer_product(TM, TN, RX, RY)
     store_block = make_store_block(TM, TN, RX, RY)
+    load_tiles = make_load_tiles(BM, BN, BK, threads)
 
     @_jit_bounded(threads)
     def regblock_2d_vec(A, B, C):
@@ -295,20 +314,7 @@ def make_regblock_2d_vec(BM, BN, BK, TM, TN):
                     r = t // BN + p * B_STEP
                     sB[r, t % BN] = B[k0 + r, col0 + t % BN]
             else:  # an edge tile: zeros outside the matrices
-                for p in range(A_LOADS):
-                    r = t // BK + p * A_STEP
-                    c = t % BK
-                    v = float32(0.0)
-                    if row0 + r < M and k0 + c < K:
-                        v = A[row0 + r, k0 + c]
-                    sAt[c, r] = v
-                for p in range(B_LOADS):
-                    r = t // BN + p * B_STEP
-                    c = t % BN
-                    v = float32(0.0)
-                    if k0 + r < K and col0 + c < N:
-                        v = B[k0 + r, col0 + c]
-                    sB[r, c] = v
+                load_tiles(A, B, sAt, sB, row0, col0, k0, t, M, N, K)
             cuda.syncthreads()
             for k in range(BK):
                 outer_product(sAt, sB, uint32(k), tx, ty, a, b, acc)
@@ -324,8 +330,7 @@ def make_regblock_2d_prefetch(BM, BN, BK, TM, TN):
     if BK % 4:
         raise ValueError(f"BK={BK} must be a multiple of 4: the loop along k is unrolled by four")
     RX, RY = BN // TN, BM // TM
-    A_STEP, B_STEP = threads // BK, threads // BN
-    A_LOADS, B_LOADS = BM // A_STEP, BK // B_STEP
+    A_STEP, A_LOADS, B_STEP, B_LOADS = _tile_passes(BM, BN, BK, threads)
     WIDTH = BM + VEC
     outer_product = make_outer_product(TM, TN, RX, RY)
     store_block = make_store_block(TM, TN, RX, RY)
@@ -399,7 +404,7 @@ def threads_per_block(kernel_name, cfg):
 
 def launch_config(kernel_name, cfg, m, n):
     """(griddim, blockdim) of `kernel_name` with tiles `cfg` for an (m, n) C; x along columns (Chapter 6)."""
-    grid = ((n + cfg["BN"] - 1) // cfg["BN"], (m + cfg["BM"] - 1) // cfg["BM"])
+    grid = (launch.blocks(n, cfg["BN"]), launch.blocks(m, cfg["BM"]))
     return grid, threads_per_block(kernel_name, cfg)
 
 
@@ -427,21 +432,22 @@ FACTORIES = {
 
 
 def tiles(kernel_name, target):
-    """The tile sizes of `kernel_name` for `target` ('h200', 't4' or 'sim'), as a dict (Chapter 6)."""
+    """The tile sizes of `kernel_name` for `target` ('sm80+', 'sm75' or 'sim'), as a dict (Chapter 6)."""
     return (CONFIGS_1D if kernel_name == "regblock_1d" else CONFIGS)[target]
 
 
 def build(target):
-    """{name: (kernel, tiles)} of the four steps with tiles for 'h200', 't4' or 'sim' (Chapter 6)."""
+    """{name: (kernel, tiles)} of the four steps with tiles for 'sm80+', 'sm75' or 'sim' (Chapter 6)."""
     return {name: (make(**tiles(name, target)), tiles(name, target)) for name, make in FACTORIES.items()}
 
 
-# Each step at the H200's tile sizes, and the last at the T4's; compiled at their first launch.
-regblock_1d = make_regblock_1d(**CONFIGS_1D["h200"])
-regblock_2d_simple = make_regblock_2d_simple(**CONFIGS["h200"])
-regblock_2d_vec = make_regblock_2d_vec(**CONFIGS["h200"])
-regblock_2d_prefetch = make_regblock_2d_prefetch(**CONFIGS["h200"])
-regblock_2d_prefetch_t4 = make_regblock_2d_prefetch(**CONFIGS["t4"])
+# Each step at sm_80's tile sizes (the H200's), and the last at sm_75's (the T4's); compiled at their
+# first launch.
+regblock_1d = make_regblock_1d(**CONFIGS_1D["sm80+"])
+regblock_2d_simple = make_regblock_2d_simple(**CONFIGS["sm80+"])
+regblock_2d_vec = make_regblock_2d_vec(**CONFIGS["sm80+"])
+regblock_2d_prefetch = make_regblock_2d_prefetch(**CONFIGS["sm80+"])
+regblock_2d_prefetch_t4 = make_regblock_2d_prefetch(**CONFIGS["sm75"])
 
 SIGNATURES = dict.fromkeys(
     [
@@ -453,153 +459,3 @@ SIGNATURES = dict.fromkeys(
     ],
     _SIG,
 )
-
-
-# What the compiler made of a kernel (Chapter 6) --------------------------------------------------
-
-
-def resources(kernel, threads):
-    """Registers and local memory a thread, shared memory and occupancy of a kernel launched on this GPU.
-
-    `kernel` must have run (or been compiled) for exactly one signature; `threads` is its block size.
-    The figures come from the CUDA driver, as `nvcc -Xptxas -v` would print them at build time, and
-    from its occupancy calculator. Chapter 6.
-    """
-    ov = next(iter(kernel.overloads.values()))
-    dev = cuda.get_current_device()
-    sms = dev.MULTIPROCESSOR_COUNT
-    blocks = ov.max_cooperative_grid_blocks(threads) // sms
-    max_warps = dev.MAX_THREADS_PER_MULTIPROCESSOR // 32
-    warps = blocks * ((threads + 31) // 32)
-    return {
-        "threads_per_block": threads,
-        "registers_per_thread": ov.regs_per_thread,
-        "local_bytes_per_thread": ov.local_mem_per_thread,
-        "shared_bytes_per_block": ov.shared_mem_per_block,
-        "blocks_per_sm": blocks,
-        "warps_per_sm": warps,
-        "occupancy": warps / max_warps,
-    }
-
-
-def kernel_ptx(kernel):
-    """The PTX of a kernel compiled for one signature on this GPU (Chapter 6)."""
-    asm = kernel.inspect_asm()
-    return next(iter(asm.values())) if isinstance(asm, dict) else asm
-
-
-def tool_paths(name):
-    """Every copy of a CUDA tool (ptxas, cuobjdump) found, best first (Chapter 6).
-
-    The order: NVIDIA's wheels as cuda-pathfinder finds them (cu12 or cu13
-    layouts), the nvidia-cuda-nvcc wheel, Triton's copy, then PATH.
-    """
-    places = []
-    try:
-        from cuda import pathfinder
-
-        places.append(pathfinder.find_nvidia_binary_utility(name))
-    except Exception:  # no cuda-pathfinder, or a layout it rejects: look in the other places
-        pass
-    for package, sub in (("nvidia.cuda_nvcc", "bin"), ("triton", "backends/nvidia/bin")):
-        try:
-            spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
-            spec = None
-        for root in (spec.submodule_search_locations or []) if spec else []:
-            places.append(Path(root) / sub / name)
-    places.append(shutil.which(name))
-    found = []
-    for place in places:
-        if place and Path(place).is_file() and str(Path(place).resolve()) not in map(str, found):
-            found.append(Path(place).resolve())
-    return [str(p) for p in found]
-
-
-def find_tool(name):
-    """Path of a CUDA tool (ptxas, cuobjdump), the first of `tool_paths`; else None (Chapter 6)."""
-    paths = tool_paths(name)
-    return paths[0] if paths else None
-
-
-_PTXAS_FIGURES = {
-    "registers": r"Used (\d+) registers",
-    "spill_store_bytes": r"(\d+) bytes spill stores",
-    "spill_load_bytes": r"(\d+) bytes spill loads",
-    "stack_bytes": r"(\d+) bytes stack frame",
-    "shared_bytes": r"(\d+) bytes smem",
-}
-
-
-def compile_report(ptx, cc):
-    """`ptxas -v` figures and the SASS instruction mix of `ptx` compiled for sm_<cc> (Chapter 6).
-
-    Returns {"ptxas": {registers, spill_store_bytes, spill_load_bytes, stack_bytes, shared_bytes},
-    "sass": instruction_mix(...)}. Raises RuntimeError when ptxas or cuobjdump cannot be found or fail.
-    """
-    ptxases, cuobjdump = tool_paths("ptxas"), find_tool("cuobjdump")
-    if not ptxases or not cuobjdump:
-        raise RuntimeError("ptxas and cuobjdump are needed (CUDA toolkit, nvidia-cuda-nvcc wheel or Triton)")
-    arch = f"sm_{cc[0]}{cc[1]}"
-    with tempfile.TemporaryDirectory() as tmp:
-        src, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
-        src.write_text(ptx)
-        failures = []
-        for ptxas in ptxases:  # an older ptxas refuses PTX of a newer version: try the next copy
-            run = subprocess.run(
-                [ptxas, "-v", f"-arch={arch}", str(src), "-o", str(cubin)], capture_output=True, text=True
-            )
-            if run.returncode == 0:
-                break
-            failures.append(f"{ptxas}: {run.stderr.strip()[-300:]}")
-        else:
-            raise RuntimeError("ptxas failed: " + " | ".join(failures))
-        figures = {}
-        for key, pattern in _PTXAS_FIGURES.items():
-            m = re.search(pattern, run.stderr)
-            figures[key] = int(m.group(1)) if m else 0
-        dump = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True)
-        if dump.returncode:
-            raise RuntimeError(f"cuobjdump failed: {dump.stderr.strip()[-500:]}")
-    return {"arch": arch, "ptxas": figures, "sass": instruction_mix(dump.stdout)}
-
-
-_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
-_KINDS = ("FFMA", "LDS", "LDG", "STS", "STG", "LDL", "STL", "BAR")
-
-
-def _kind(op):
-    """The kind of a SASS opcode for instruction_mix: its base name if one of _KINDS, else 'other'."""
-    base = op.split(".")[0]
-    return base if base in _KINDS else "other"
-
-
-def instruction_mix(sass):
-    """Counts of SASS instructions by kind (FFMA, LDS, LDG, STS, STG, LDL, STL, BAR, other) (Chapter 6).
-
-    For the whole kernel (`total`) and for its hot loop: the loop (a backward branch) whose body holds
-    the most FFMAs, counted once per iteration (`loop`), with `ffma_share` = FFMA / all its instructions.
-    `lds128` counts the 128-bit shared loads among the LDS.
-    """
-    ops = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in _SASS_LINE.finditer(sass)]
-    total = Counter(_kind(op) for _, op, _ in ops)
-    best = None
-    for addr, op, rest in ops:
-        target = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None
-        if target and int(target.group(1), 16) < addr:
-            body = [o for a, o, _ in ops if int(target.group(1), 16) <= a <= addr]
-            count = Counter(_kind(o) for o in body)
-            if count["FFMA"] and (best is None or count["FFMA"] > best[0]["FFMA"]):
-                best = (count, body)
-    loop = {}
-    if best:
-        count, body = best
-        loop = {k: count[k] for k in (*_KINDS, "other")}
-        loop["instructions"] = len(body)
-        loop["lds128"] = sum(o.startswith("LDS") and ".128" in o for o in body)
-        loop["ffma_share"] = count["FFMA"] / len(body)
-    return {
-        "total": {k: total[k] for k in (*_KINDS, "other")}
-        | {"instructions": len(ops), "lds128": sum(o.startswith("LDS") and ".128" in o for _, o, _ in ops)},
-        "loop": loop,
-    }

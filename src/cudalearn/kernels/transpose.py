@@ -15,6 +15,8 @@ src[by * TILE + y, bx * TILE + x]. Sizes need not be multiples of TILE.
 
 from numba import cuda, float32
 
+from cudalearn.launch import square
+
 _SIG = "void(float32[:, ::1], float32[:, ::1])"
 
 
@@ -63,4 +65,4 @@ SIGNATURES = {
 
 def launch_config(m, n, tile):
     """(griddim, blockdim) of a transpose of an (m, n) src with (tile, tile) blocks (Chapter 4)."""
-    return ((n + tile - 1) // tile, (m + tile - 1) // tile), (tile, tile)
+    return square(m, n, tile)

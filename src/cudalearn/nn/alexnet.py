@@ -16,6 +16,10 @@ a grouped convolution (`groups=2`).
   the other goes through `send`, which counts its bytes, forward and
   backward, in `traffic`.
 - `exchange_bytes` predicts those bytes from the configuration alone.
+- `TrainStep` is one training step of either, ready to time. The data, the
+  training loop and the input pipeline of the chapter live in
+  `cudalearn.datasets`, `cudalearn.nn.training` and
+  `cudalearn.nn.input_pipeline`.
 
 Shapes: images (N, C, H, W) float32, labels (N,) int64, logits (N, classes).
 Parameter names in `column_tensors()` are `"<layer>.<column>.weight|bias"`
@@ -25,10 +29,8 @@ in both models, so the two can be compared tensor by tensor.
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,6 +38,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from cudalearn.nn.training import sgd_2012
 
 LAYERS = ("conv1", "conv2", "conv3", "conv4", "conv5", "fc6", "fc7", "fc8")
 CONVS = LAYERS[:5]
@@ -453,7 +457,7 @@ class TrainStep:
             self.net.checkpoint = checkpoint
             self.x = x
         self.amp = amp
-        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+        self.opt = sgd_2012(self.net.parameters(), lr=0.01)
 
     def __call__(self, x=None, y=None) -> torch.Tensor:
         """One step on (x, y), or on the fixed batch; returns the loss (not synchronised)."""
@@ -471,253 +475,3 @@ class TrainStep:
 def max_abs_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     """Largest |a - b| over tensors with the same keys (compared on the CPU, in float64)."""
     return max(float((a[k].detach().double().cpu() - b[k].detach().double().cpu()).abs().max()) for k in a)
-
-
-# Data -------------------------------------------------------------------------
-
-
-def digits(image: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
-    """scikit-learn's 1797 handwritten digits, upsampled from 8x8: images (1797, 1, image, image), labels.
-
-    Pixels are scaled to mean 0 and standard deviation 1 over the data set.
-    """
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    x = torch.from_numpy(d.images.astype(np.float32)).unsqueeze(1)
-    x = F.interpolate(x, size=(image, image), mode="bilinear", align_corners=False)
-    x = (x - x.mean()) / x.std()
-    return x.contiguous(), torch.from_numpy(d.target.astype(np.int64))
-
-
-def fit(
-    net: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    steps: int,
-    batch: int,
-    lr: float = 0.01,
-    seed: int = 0,
-    target: float | None = None,
-    window: int = 10,
-) -> list[float]:
-    """Train with the 2012 recipe (SGD, momentum 0.9, weight decay 5e-4); the training loss of every step.
-
-    Mini-batches of `batch` samples are drawn from (x, y) with a seeded
-    generator, on the device of the model's first parameter. With `target`,
-    training stops at the first step where the mean loss of the last
-    `window` steps is at or below it (Chapter 7).
-    """
-    device = next(net.parameters()).device
-    x, y = x.to(device), y.to(device)
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
-    net.train()
-    losses = []
-    for _ in range(steps):
-        idx = torch.randint(0, x.shape[0], (batch,), generator=gen).to(device)
-        loss = F.cross_entropy(net(x[idx]), y[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-        if target is not None and len(losses) >= window and sum(losses[-window:]) / window <= target:
-            break
-    return losses
-
-
-@torch.no_grad()
-def accuracy(net: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 512) -> float:
-    """Fraction of samples whose largest logit is the label, in evaluation mode (no dropout)."""
-    device = next(net.parameters()).device
-    was_training = net.training
-    net.eval()
-    right = 0
-    for i in range(0, x.shape[0], batch):
-        right += int((net(x[i : i + batch].to(device)).argmax(1).cpu() == y[i : i + batch]).sum())
-    net.train(was_training)
-    return right / x.shape[0]
-
-
-class JpegCrops(torch.utils.data.Dataset):
-    """JPEG-compressed photos, decoded and augmented on the CPU per sample, as in 2012 (Chapter 7).
-
-    Item i is decoded from JPEG, cropped at a random `crop` x `crop` window,
-    flipped left-right with probability 1/2, and scaled to [-1, 1]: a
-    float32 tensor (3, crop, crop) and a label (i % classes). The sources
-    are `count` squares of `source` pixels cut from scikit-learn's two
-    sample photos. The randomness of item i comes from (seed, i, epoch),
-    so a run is reproducible whatever the number of workers.
-    """
-
-    def __init__(
-        self, count: int, source: int = 256, crop: int = 227, classes: int = 1000, seed: int = 0
-    ) -> None:
-        from PIL import Image
-        from sklearn.datasets import load_sample_images
-
-        photos = load_sample_images().images
-        rng = np.random.default_rng(seed)
-        self.jpegs = []
-        for i in range(count):
-            photo = photos[i % len(photos)]
-            top = int(rng.integers(0, photo.shape[0] - source + 1))
-            left = int(rng.integers(0, photo.shape[1] - source + 1))
-            buf = io.BytesIO()
-            Image.fromarray(photo[top : top + source, left : left + source]).save(buf, "JPEG", quality=90)
-            self.jpegs.append(buf.getvalue())
-        self.source, self.crop, self.classes, self.seed, self.epoch = source, crop, classes, seed, 0
-
-    def __len__(self) -> int:
-        return len(self.jpegs)
-
-    def decode(self, i: int) -> np.ndarray:
-        """Item i's photo, decoded: (source, source, 3) uint8."""
-        from PIL import Image
-
-        return np.asarray(Image.open(io.BytesIO(self.jpegs[i])).convert("RGB"))
-
-    def window(self, i: int) -> tuple[int, int, bool]:
-        """(top, left, flipped) of item i's random crop in this epoch."""
-        rng = np.random.default_rng((self.seed, i, self.epoch))
-        top, left = (int(v) for v in rng.integers(0, self.source - self.crop + 1, size=2))
-        return top, left, bool(rng.integers(0, 2))
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        top, left, flipped = self.window(i)
-        patch = self.decode(i)[top : top + self.crop, left : left + self.crop]
-        if flipped:
-            patch = patch[:, ::-1]
-        x = torch.from_numpy(np.ascontiguousarray(patch.transpose(2, 0, 1))).float().div_(127.5).sub_(1.0)
-        return x, i % self.classes
-
-
-class _TimedItems(torch.utils.data.Dataset):
-    """A dataset whose batches also carry (worker, start, end) on the shared monotonic clock (Chapter 7)."""
-
-    def __init__(self, dataset: torch.utils.data.Dataset) -> None:
-        self.dataset = dataset
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitems__(self, indices: list[int]) -> tuple[float, list]:
-        return time.perf_counter(), [self.dataset[i] for i in indices]
-
-
-def _timed_collate(timed: tuple[float, list]) -> tuple[torch.Tensor, torch.Tensor, tuple[int, float, float]]:
-    """Collate a batch of `_TimedItems` and stamp who made it and when (-1: the training process)."""
-    start, items = timed
-    x, y = torch.utils.data.default_collate(items)
-    info = torch.utils.data.get_worker_info()
-    return x, y, (-1 if info is None else info.id, start, time.perf_counter())
-
-
-def _clock(cuda: bool):
-    """A point in time: a CUDA event recorded on the current stream, or the host clock."""
-    if not cuda:
-        return time.perf_counter()
-    event = torch.cuda.Event(enable_timing=True)
-    event.record()
-    return event
-
-
-def loader_timeline(
-    dataset: torch.utils.data.Dataset,
-    step,
-    device: str | torch.device,
-    *,
-    batch: int,
-    workers: int = 0,
-    pinned: bool = False,
-    passes: int = 2,
-) -> dict:
-    """When each batch was made, waited for, copied and trained on, in the last of `passes` (Chapter 7).
-
-    `step(x, y)` trains on one batch. Times are milliseconds from the start
-    of the timed pass: `made` by a loader worker (or by the training
-    process, worker -1), `wait` in the training loop for the next batch,
-    `copy` and `step` on the device (CUDA events on a GPU, the clock on
-    the CPU). Earlier passes start the workers and warm up.
-    """
-    device = torch.device(device)
-    cuda = device.type == "cuda"
-    loader = torch.utils.data.DataLoader(
-        _TimedItems(dataset),
-        batch_size=batch,
-        num_workers=workers,
-        pin_memory=pinned,
-        persistent_workers=workers > 0,
-        collate_fn=_timed_collate,
-    )
-    for _ in range(passes):
-        if cuda:
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        rows, marks = [], []
-        it = iter(loader)
-        if cuda:  # the device is idle: the origin event completes at about the host time read next
-            origin = torch.cuda.Event(enable_timing=True)
-            origin.record()
-            t_origin = time.perf_counter()
-        while True:
-            asked = time.perf_counter()
-            try:
-                xb, yb, (worker, made0, made1) = next(it)
-            except StopIteration:
-                break
-            got = time.perf_counter()
-            mark = [_clock(cuda)]
-            xb, yb = xb.to(device, non_blocking=pinned), yb.to(device, non_blocking=pinned)
-            mark.append(_clock(cuda))
-            step(xb, yb)
-            mark.append(_clock(cuda))
-            marks.append(mark)
-            rows.append({"worker": worker, "made": [made0, made1], "wait": [asked, got]})
-        if cuda:
-            torch.cuda.synchronize(device)
-        end = time.perf_counter()
-    ms = lambda t: (t - t0) * 1e3  # noqa: E731
-    for row, m in zip(rows, marks, strict=True):
-        if cuda:
-            c0, c1, s1 = (t_origin + origin.elapsed_time(e) / 1e3 for e in m)
-        else:
-            c0, c1, s1 = m
-        row["made"] = [ms(t) for t in row["made"]]
-        row["wait"] = [ms(t) for t in row["wait"]]
-        row["copy"], row["step"] = [ms(c0), ms(c1)], [ms(c1), ms(s1)]
-    return {"workers": workers, "pinned": pinned, "batch": batch, "pass_ms": ms(end), "batches": rows}
-
-
-def ideal_loader_schedule(
-    cpu_ms: float, gpu_ms: float, *, workers: int, batches: int, prefetch: int = 2
-) -> dict:
-    """The pass `loader_timeline` would record if every batch took `cpu_ms` to make and `gpu_ms` to train.
-
-    A model of PyTorch's DataLoader (Chapter 7): batch i goes to worker
-    i % workers (0 workers: the training process makes it, after queuing
-    the previous step); at most `prefetch` x workers batches are
-    requested ahead; the loop takes the batches in order; the device runs
-    one step at a time. Copies are taken as free. Same format as
-    `loader_timeline`.
-    """
-    rows, got, gpu_free, free = [], [], 0.0, [0.0] * max(workers, 1)
-    for i in range(batches):
-        if workers == 0:
-            start = got[-1] if got else 0.0
-            made = [start, start + cpu_ms]
-        else:
-            w = i % workers
-            asked = got[i - prefetch * workers] if i >= prefetch * workers else 0.0
-            start = max(free[w], asked)
-            made = [start, start + cpu_ms]
-            free[w] = made[1]
-        asked_at = got[-1] if got else 0.0
-        got.append(max(made[1], asked_at))
-        step = [max(got[-1], gpu_free), max(got[-1], gpu_free) + gpu_ms]
-        gpu_free = step[1]
-        worker = -1 if workers == 0 else i % workers
-        rows.append({"worker": worker, "made": made, "wait": [asked_at, got[-1]], "copy": [got[-1]] * 2,
-                     "step": step})  # fmt: skip
-    return {"workers": workers, "pinned": workers > 0, "batch": None, "pass_ms": gpu_free, "batches": rows}

@@ -15,9 +15,9 @@ however small `dF/dx` is.
 - `make_net(blocks, skip=...)` puts `blocks` of them between a stem layer
   and a classifier head: `2 * blocks + 2` weight layers in all.
 - `grad_norms` gives the norm of each weight layer's gradient, input side
-  first, computed in float64; `fit` trains a network and keeps its curves.
-- `digits_split` is scikit-learn's 8x8 digits (1,797 images, shipped with
-  scikit-learn), scaled to [-1, 1] and split once into training and test sets.
+  first, computed in float64; `compare_depths` trains networks of several
+  depths with `cudalearn.nn.training.fit_epochs` on the digits of
+  `cudalearn.datasets.digits_split` (scikit-learn's 8x8 digits in [-1, 1]).
 
 Shapes: vectors (B, width) float32, images (B, C, H, W) float32, labels (B,)
 int64, logits (B, classes).
@@ -26,12 +26,14 @@ int64, logits (B, classes).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from cudalearn.datasets import Split
+from cudalearn.nn.training import fit_epochs
 
 
 class Block(nn.Module):
@@ -119,119 +121,6 @@ def grad_norms(net: nn.Module, X: torch.Tensor, y: torch.Tensor) -> np.ndarray:
     return np.array(norms, dtype=np.float64)
 
 
-@dataclass(frozen=True)
-class Split:
-    """A training and a test set on one device: X (n, ...) float32, y (n,) int64 (Chapters 8-9)."""
-
-    X_train: torch.Tensor
-    y_train: torch.Tensor
-    X_test: torch.Tensor
-    y_test: torch.Tensor
-
-    def to(self, device) -> Split:
-        """The same split on `device`."""
-        return Split(*(t.to(device) for t in (self.X_train, self.y_train, self.X_test, self.y_test)))
-
-
-def digits_split(*, test: int = 497, images: bool = False, seed: int = 0, device="cpu") -> Split:
-    """scikit-learn's 8x8 digits in [-1, 1], shuffled once with `seed`; the last `test` images held out.
-
-    X is (n, 64) float32, or (n, 1, 8, 8) with `images=True` (Chapter 8).
-    """
-    from sklearn.datasets import load_digits
-
-    X, y = load_digits(return_X_y=True)
-    X = torch.tensor(X / 8.0 - 1.0, dtype=torch.float32)
-    if images:
-        X = X.reshape(-1, 1, 8, 8)
-    y = torch.tensor(y, dtype=torch.int64)
-    order = torch.randperm(len(X), generator=torch.Generator().manual_seed(seed))
-    X, y = X[order], y[order]
-    if not 0 < test < len(X):
-        raise ValueError(f"test={test} must be between 1 and {len(X) - 1}")
-    n = len(X) - test
-    return Split(X[:n], y[:n], X[n:], y[n:]).to(device)
-
-
-@dataclass
-class History:
-    """What `fit` saw: mean training loss per epoch, final losses and accuracies (Chapter 8)."""
-
-    epoch_loss: list[float] = field(default_factory=list)
-    train_loss: float = float("nan")
-    train_acc: float = float("nan")
-    test_acc: float = float("nan")
-
-    def as_dict(self) -> dict:
-        """Plain numbers, for printing and for the reference data."""
-        return {
-            "epoch_loss": [round(v, 5) for v in self.epoch_loss],
-            "train_loss": round(self.train_loss, 5),
-            "train_acc": round(self.train_acc, 5),
-            "test_acc": round(self.test_acc, 5),
-        }
-
-
-@torch.no_grad()
-def evaluate(net: nn.Module, X: torch.Tensor, y: torch.Tensor, batch: int = 1024) -> tuple[float, float]:
-    """(mean cross-entropy, accuracy) of `net` in eval mode on X (n, ...), y (n,) (Chapters 8-9)."""
-    net.eval()
-    loss, correct = 0.0, 0
-    for i in range(0, len(X), batch):
-        logits = net(X[i : i + batch])
-        loss += F.cross_entropy(logits, y[i : i + batch], reduction="sum").item()
-        correct += (logits.argmax(1) == y[i : i + batch]).sum().item()
-    return loss / len(X), correct / len(X)
-
-
-def fit(
-    net: nn.Module,
-    data: Split,
-    *,
-    epochs: int,
-    lr: float,
-    batch: int = 64,
-    seed: int = 0,
-    optimizer: str = "sgd",
-    weight_decay: float = 0.0,
-) -> History:
-    """Train `net` with cross-entropy on data.X_train, in mini-batches shuffled by `seed` (Chapters 8-9).
-
-    optimizer 'sgd' (momentum 0.9) or 'adamw'. Returns the History: the mean
-    loss of each epoch as seen during training, then the final training
-    loss and accuracy and the test accuracy, measured in eval mode.
-    """
-    if optimizer == "sgd":
-        opt: torch.optim.Optimizer = torch.optim.SGD(
-            net.parameters(), lr=lr, momentum=0.9, weight_decay=weight_decay
-        )
-    elif optimizer == "adamw":
-        opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
-    else:
-        raise ValueError(f"optimizer must be 'sgd' or 'adamw', not {optimizer!r}")
-    X, y = data.X_train, data.y_train
-    gen = torch.Generator().manual_seed(seed)
-    hist = History()
-    for _ in range(epochs):
-        net.train()
-        order = torch.randperm(len(X), generator=gen).to(X.device)
-        total = torch.zeros((), device=X.device)
-        steps = 0
-        # Whole batches only (a last batch of one sample would break BatchNorm); one if X is smaller.
-        for i in range(0, max(len(X) - batch, 0) + 1, batch):
-            idx = order[i : i + batch]
-            loss = F.cross_entropy(net(X[idx]), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total += loss.detach()
-            steps += 1
-        hist.epoch_loss.append(total.item() / max(steps, 1))  # one device sync per epoch
-    hist.train_loss, hist.train_acc = evaluate(net, X, y)
-    hist.test_acc = evaluate(net, data.X_test, data.y_test)[1]
-    return hist
-
-
 def compare_depths(
     nets: Mapping[str, tuple[int, bool]],
     data: Split,
@@ -243,8 +132,9 @@ def compare_depths(
 ) -> dict[str, dict]:
     """Train make_net(blocks, skip=skip) for each {label: (blocks, skip)} and each seed (Chapter 8).
 
-    Returns {label: {"blocks", "skip", "layers", "runs": [History.as_dict()
-    per seed], "train_loss", "test_acc" (means over the seeds)}}.
+    `fit_args` go to `fit_epochs`. Returns {label: {"blocks", "skip",
+    "layers", "runs": [History.as_dict() per seed], "train_loss", "test_acc"
+    (means over the seeds)}}.
     """
     inputs = data.X_train.shape[1]
     out = {}
@@ -254,7 +144,7 @@ def compare_depths(
             torch.manual_seed(seed)
             net = make_net(blocks, skip=skip, conv=conv, width=width, inputs=inputs)
             net = net.to(data.X_train.device)
-            runs.append(fit(net, data, seed=seed, **fit_args).as_dict())
+            runs.append(fit_epochs(net, data, seed=seed, **fit_args).as_dict())
         out[label] = {
             "blocks": blocks,
             "skip": skip,

@@ -16,12 +16,11 @@ token of `C * p * p` numbers, ordered (channel, row, column) as in
   patches: one GEMM `(B*N, C*p*p) @ (C*p*p, D)`.
 - `ViT` (pre-norm blocks of explicit multi-head attention and an MLP) and
   `SmallCNN` are the two small models the chapter compares; `block_flops`
-  is the FLOP count of one transformer block; `op_flops`, `time_shares`
-  and `gpu_kernels` measure where the FLOPs and the time of a model go;
+  is the FLOP count of one transformer block (`cudalearn.nn.op_costs`
+  measures where the FLOPs and the time of a model go);
   `receptive_field` finds the input pixels one output depends on.
-- `shifted_digits` is the small data set of the comparison (the 8x8 digits
-  placed at random positions on a larger canvas), `cnn_vs_vit` trains both
-  models on it.
+- `cnn_vs_vit` trains both models on `cudalearn.datasets.shifted_digits`
+  (the 8x8 digits placed at random positions on a larger canvas).
 
 Shapes: images (B, C, H, W) float32, tokens (B, N, D) float32, labels (B,)
 int64, logits (B, classes).
@@ -29,8 +28,6 @@ int64, logits (B, classes).
 
 from __future__ import annotations
 
-import os
-import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -38,7 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cudalearn.nn.resnet import Split
+from cudalearn import datasets as digit_sets
+from cudalearn.nn.training import fit_epochs
 
 
 def num_patches(h: int, w: int, p: int) -> int:
@@ -271,115 +269,6 @@ def block_flops(tokens: int, dim: int, mlp_ratio: int = 2) -> dict[str, int]:
     return {"projections": 8 * n * d * d, "mlp": 4 * mlp_ratio * n * d * d, "attention": 4 * n * n * d}
 
 
-def op_flops(fn: Callable[[], object]) -> dict[str, int]:
-    """FLOPs per aten operator (e.g. 'mm', 'bmm', 'convolution') of running `fn()` (Chapter 9).
-
-    torch.utils.flop_counter counts only matrix products and convolutions
-    (forward and backward); elementwise work, normalisation and softmax
-    count zero.
-    """
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    out: dict[str, int] = {}
-    for op, flops in counter.get_flop_counts().get("Global", {}).items():
-        name = str(op).split(".")[-1] if "." in str(op) else str(op)
-        out[name] = out.get(name, 0) + int(flops)
-    return out
-
-
-MATMUL_OPS = (
-    "aten::mm",
-    "aten::addmm",
-    "aten::bmm",
-    "aten::baddbmm",
-    "aten::matmul",
-    "aten::_addmm_activation",
-)
-
-
-def op_category(name: str) -> str:
-    """'matmul', 'convolution' or 'other' for a profiler operator name such as 'aten::addmm' (Chapter 9)."""
-    if name in MATMUL_OPS:
-        return "matmul"
-    if "conv" in name:
-        return "convolution"
-    return "other"
-
-
-def _profile(step: Callable[[], object], *, cuda: bool, repeat: int):
-    """torch.profiler's key averages of `repeat` runs of `step()`, after one unprofiled warm-up run."""
-    from torch.profiler import ProfilerActivity, profile
-
-    # Kineto, the profiler's backend, logs every start and stop to stderr at its level 5 ("USDT");
-    # from level 6 on it is silent. It reads the variable when the first profile starts.
-    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-    step()
-    if cuda:
-        torch.cuda.synchronize()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    # torch 2.11 on an H200 warns, once a process, that each profile's events are cleared at its end:
-    # each call here profiles one cycle in a fresh profiler, so there is nothing to keep
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events")
-        with profile(activities=activities) as prof:
-            for _ in range(repeat):
-                step()
-            if cuda:
-                torch.cuda.synchronize()
-    return prof.key_averages()
-
-
-def _on_cpu(evt) -> bool:
-    """True for an operator event (run by the CPU), False for a GPU kernel or copy event."""
-    return str(getattr(evt, "device_type", "CPU")).rsplit(".", 1)[-1] == "CPU"
-
-
-def _device_us(evt) -> float:
-    """The GPU time of an event in microseconds, across PyTorch versions."""
-    us = getattr(evt, "self_device_time_total", None)
-    if us is None:
-        us = getattr(evt, "self_cuda_time_total", 0.0)
-    return float(us)
-
-
-def time_shares(step: Callable[[], object], *, cuda: bool, repeat: int = 3) -> dict[str, float]:
-    """Share of the time of `step()` in matmuls, convolutions and the rest, from torch.profiler (Chapter 9).
-
-    Each operator's *self* time is counted (on the GPU the time of the
-    kernels it launched, on the CPU its own CPU time), so nested operators
-    are not counted twice. `step` runs once unprofiled (warm-up), then
-    `repeat` times under the profiler. Returns {'matmul', 'convolution',
-    'other': share, 'total_ms': busy time per step}.
-    """
-    totals = {"matmul": 0.0, "convolution": 0.0, "other": 0.0}
-    for evt in _profile(step, cuda=cuda, repeat=repeat):
-        if not _on_cpu(evt):
-            continue  # a kernel's time is already in the self time of the operator that launched it
-        us = _device_us(evt) if cuda else float(evt.self_cpu_time_total)
-        totals[op_category(evt.key)] += us
-    total = sum(totals.values())
-    shares = {k: v / total if total else 0.0 for k, v in totals.items()}
-    shares["total_ms"] = total / 1e3 / repeat
-    return shares
-
-
-def gpu_kernels(step: Callable[[], object], *, repeat: int = 3, top: int = 5) -> list[dict]:
-    """The `top` GPU kernels of `step()` by time: [{'name', 'us' per step}], from torch.profiler (Chapter 9).
-
-    GPU only: the names say which library routine ran (cuBLAS and cuDNN
-    kernels name their tile shapes and, for tensor-core kernels, the MMA
-    instruction family and data type).
-    """
-    rows = [
-        {"name": evt.key, "us": round(_device_us(evt) / repeat, 2)}
-        for evt in _profile(step, cuda=True, repeat=repeat)
-        if not _on_cpu(evt) and _device_us(evt) > 0
-    ]
-    return sorted(rows, key=lambda r: -r["us"])[:top]
-
-
 def receptive_field(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, index: tuple) -> np.ndarray:
     """Which input pixels the output element fn(x)[index] depends on: a (H, W) bool map (Chapter 9).
 
@@ -390,36 +279,6 @@ def receptive_field(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
     out = fn(x)
     (grad,) = torch.autograd.grad(out[index], x)
     return (grad[0].abs().sum(0) > 0).cpu().numpy()
-
-
-def shifted_digits(
-    *, canvas: int = 16, train: int = 300, test: int = 500, seed: int = 0, device="cpu"
-) -> Split:
-    """The 8x8 digits pasted at random positions on a canvas x canvas background: (n, 1, canvas, canvas).
-
-    The digits are shuffled with `seed`; the first `train` are the training
-    set and the last `test` the test set, so no image is in both (scikit-
-    learn's digits carry no writer ids: one person's digits can be in both
-    sets). Pixels in [-1, 1], background -1 (Chapter 9).
-    """
-    from sklearn.datasets import load_digits
-
-    if canvas < 8:
-        raise ValueError("the canvas must be at least 8 pixels wide")
-    X, y = load_digits(return_X_y=True)
-    if train + test > len(X):
-        raise ValueError(f"train + test = {train + test} is more than the {len(X)} digits")
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(X))
-    offsets = rng.integers(0, canvas - 8 + 1, size=(len(X), 2))
-    images = np.full((len(X), 1, canvas, canvas), -1.0, dtype=np.float32)
-    for k, idx in enumerate(order):
-        r, c = offsets[k]
-        images[k, 0, r : r + 8, c : c + 8] = X[idx].reshape(8, 8) / 8.0 - 1.0
-    labels = y[order]
-    X_t, y_t = torch.from_numpy(images), torch.from_numpy(labels).long()
-    n = len(X)
-    return Split(X_t[:train], y_t[:train], X_t[n - test :], y_t[n - test :]).to(device)
 
 
 def show_patches(image: np.ndarray, p: int, *, tokens: int = 12, first: int = 0):
@@ -525,15 +384,13 @@ def cnn_vs_vit(
 ) -> dict:
     """Train a SmallCNN and a ViT on the same small training sets; their test accuracies (Chapter 9).
 
-    datasets: {name: (canvas, ViT patch)}, each made by `shifted_digits`
+    datasets: {name: (canvas, ViT patch)}, each made by `cudalearn.datasets.shifted_digits`
     (canvas 8: the digits as they are; larger: shifted at random). Both
     models train with AdamW (weight decay 0.05) for `epochs` epochs.
     Returns {'accuracy': {name: {'CNN' | 'ViT': {str(training images):
     mean test accuracy over the seeds}}}, 'params': {'CNN' | 'ViT':
     parameters on the last data set}}.
     """
-    from cudalearn.nn.resnet import fit
-
     out: dict = {}
     params = {}
     for name, (canvas, patch) in datasets.items():
@@ -541,7 +398,7 @@ def cnn_vs_vit(
         for n in train_sizes:
             accs: dict = {"CNN": [], "ViT": []}
             for seed in seeds:
-                data = shifted_digits(canvas=canvas, train=n, test=test, seed=seed, device=device)
+                data = digit_sets.shifted_digits(canvas=canvas, train=n, test=test, seed=seed, device=device)
                 for model_name in accs:
                     torch.manual_seed(seed)
                     if model_name == "CNN":
@@ -549,7 +406,7 @@ def cnn_vs_vit(
                     else:
                         model = ViT(image=canvas, patch=patch, dim=dim, depth=2, heads=4)
                     params[model_name] = parameters(model)
-                    hist = fit(
+                    hist = fit_epochs(
                         model.to(device),
                         data,
                         epochs=epochs,

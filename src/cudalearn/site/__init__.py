@@ -62,7 +62,7 @@ def _chapter(path: Path) -> str:
 
 def _index_page(books: list[Path]) -> str:
     """The site's front page: what the course is, where its GPU figures come from, the table of contents."""
-    runs = [reference.label(reference.load(name)) for name in reference.reference_files()]
+    runs = list(dict.fromkeys(run.label for run in reference.index()))  # each device and date once
     runs_text = "; ".join(runs) if runs else "none stored yet"
     toc = "\n".join(f"book/{p.stem}" for p in books)
     return f"""# cudalearn: how CUDA powers deep learning

@@ -31,6 +31,8 @@ Sanitizer (the CPU counterpart of compute-sanitizer's four tools)
   thread, block and line, and says what is true: a surplus thread of a last,
   partial block (guard it), or the index expression's value against the
   extent (index arithmetic, swapped row and column).
+* `report.race_message(hint)`: the first race as a student-facing message with its fix
+  (by default a tiled kernel's two barriers): the one wording every check uses.
 * `report.sanitizer_message()`: the first barrier error, else the first
   uninitialized read not explained by a race, as a student-facing message
   with the fix ('' when clean); `checks.trace_kernel` raises it.
@@ -69,15 +71,19 @@ Memory model
   before a write shows in the outputs too. Shared writes are tracked per block
   by byte address (initcheck); local arrays are not.
 * Not modelled: caches, timing, warp scheduling, `syncwarp` (a no-op), constant
-  and local memory (not counted), and the compiler, which may merge, vectorise,
-  hoist or drop the accesses the source makes (a tiled matmul's `sA[ty, k]`
-  reads become one 128-bit load per 4 values on an H200).
+  and local memory (not counted), warp intrinsics (`cuda.shfl_down_sync`, `cuda.ballot_sync`...),
+  cooperative groups and any other CUDA function FakeCuda does not define (a kernel that uses one
+  raises `TraceUnsupported`, naming the call, the kernel and the line), and the
+  compiler, which may merge, vectorise, hoist or drop the accesses the source makes
+  (a tiled matmul's `sA[ty, k]` reads become one 128-bit load per 4 values on an H200).
 """
 
-from cudalearn.trace.execute import FakeCuda, trace
-from cudalearn.trace.memory import TracedArray
-from cudalearn.trace.model import Dim3, TraceError, TraceOutOfBounds
+from cudalearn.trace.execute import trace
+from cudalearn.trace.fake_cuda import FakeCuda
+from cudalearn.trace.model import Dim3, TraceError, TraceOutOfBounds, TraceUnsupported
+from cudalearn.trace.recorder import TracedArray
 from cudalearn.trace.report import (
+    TILE_BARRIERS_HINT,
     BarrierError,
     Counts,
     LineStats,
@@ -96,8 +102,10 @@ __all__ = [
     "BarrierError",
     "UninitializedRead",
     "SharedRequest",
+    "TILE_BARRIERS_HINT",
     "TraceError",
     "TraceOutOfBounds",
+    "TraceUnsupported",
     "TracedArray",
     "Dim3",
     "FakeCuda",

@@ -1,180 +1,37 @@
-"""Running a kernel's Python source on the CPU: a fake `cuda`, barriers as yields, blocks (Chapter 2)."""
+"""Running a kernel's Python source on the CPU: instrumented, barriers as yields, block by block (Ch. 2).
+
+The kernel sees `fake_cuda.FakeCuda` as its `cuda`; its arrays are `recorder.TracedArray`s.
+"""
 
 import ast
 import copy
 import gc
 import inspect
 import linecache
-import re
 import sys
 import types
 import weakref
 
 import numpy as np
 
-from cudalearn.trace.memory import Recorder, TracedArray
+from cudalearn.trace.fake_cuda import FakeCuda
 from cudalearn.trace.model import (
     MAX_BLOCK_THREADS,
     MAX_FINDINGS,
-    MAX_STATIC_SHARED,
     MAX_THREADS,
-    SHARED_ALIGN,
     WARP_SIZE,
     Dim3,
     TraceError,
     TraceOutOfBounds,
     dim3,
 )
+from cudalearn.trace.recorder import Recorder
 from cudalearn.trace.report import BarrierError, TraceReport
 
 _BARRIERS = {"syncthreads": "sync", "syncthreads_count": "count"}
 _BARRIERS.update(syncthreads_and="and", syncthreads_or="or")
 _VERIFIED: "weakref.WeakKeyDictionary[types.FunctionType, ast.FunctionDef]" = weakref.WeakKeyDictionary()
 REBUILT = "__cudalearn_rebuilt__"  # set in the globals of a function the grader rebuilt (grading.rebuild)
-
-
-def _as_dtype(dtype):
-    """numpy dtype of np.float32, 'float32' or numba.float32."""
-    try:
-        return np.dtype(dtype)
-    except TypeError:
-        return np.dtype(getattr(dtype, "name", str(dtype)))
-
-
-def _fresh(shape, dtype):
-    """A new shared or local array: NaN for floats, 0 otherwise, so reads before writes show."""
-    dtype = _as_dtype(dtype)
-    return np.full(shape, np.nan if dtype.kind in "fc" else 0, dtype=dtype)
-
-
-class _Shared:
-    """cuda.shared inside a traced kernel."""
-
-    def __init__(self, rec):
-        self._rec = rec
-
-    def array(self, shape, dtype, alignment=None):
-        """One allocation per call site and block, based at the next multiple of 128 bytes."""
-        rec = self._rec
-        frame = sys._getframe(1)
-        site = (frame.f_code.co_filename, frame.f_lineno)
-        arr = rec.shared_arrays.get(site)
-        if arr is None:
-            if shape == 0 or shape == (0,):
-                raise TraceError(f"line {site[1]}: dynamic shared memory (shape 0) is not supported")
-            data = _fresh(shape, dtype)
-            base = -(-rec.shared_top // SHARED_ALIGN) * SHARED_ALIGN
-            rec.shared_top = base + data.nbytes
-            if rec.shared_top > MAX_STATIC_SHARED:
-                msg = f"the block declares {rec.shared_top} bytes of shared memory; CUDA allows 48 KiB"
-                _warn(rec, "shared", msg)
-            m = re.match(r"\s*([A-Za-z_]\w*)\s*=", linecache.getline(*site))
-            name = m.group(1) if m else f"shared@{site[1]}"
-            arr = rec.shared_arrays[site] = rec.allocate(name, True, base, data)
-        return arr
-
-
-class _Local:
-    """cuda.local inside a traced kernel."""
-
-    def array(self, shape, dtype, alignment=None):
-        """Per-thread scratch array; not traced (registers or local memory)."""
-        return _fresh(shape, dtype)
-
-
-class _Const:
-    """cuda.const inside a traced kernel."""
-
-    def array_like(self, ary):
-        """Constant memory: the array itself, not traced."""
-        return ary
-
-
-def _atomic(ary, idx, update, frame):
-    """Apply update to ary[idx], traced when ary is a TracedArray; return the old value."""
-    if isinstance(ary, TracedArray):
-        return ary.atomic(idx, update, frame)
-    old = ary[idx]
-    ary[idx] = update(old)
-    return old
-
-
-def _atomic_op(update):
-    """A cuda.atomic method from update(old, val) -> new."""
-
-    def op(self, ary, idx, val):
-        return _atomic(ary, idx, lambda old: update(old, val), sys._getframe(1))
-
-    return op
-
-
-class _Atomic:
-    """cuda.atomic: recorded as a load and a store, never a race with another atomic."""
-
-    add = _atomic_op(lambda old, v: old + v)
-    sub = _atomic_op(lambda old, v: old - v)
-    max = _atomic_op(lambda old, v: max(old, v))
-    min = _atomic_op(lambda old, v: min(old, v))
-    exch = _atomic_op(lambda old, v: v)
-    and_ = _atomic_op(lambda old, v: old & v)
-    or_ = _atomic_op(lambda old, v: old | v)
-    xor = _atomic_op(lambda old, v: old ^ v)
-    inc = _atomic_op(lambda old, v: 0 if old >= v else old + 1)
-    dec = _atomic_op(lambda old, v: v if old == 0 or old > v else old - 1)
-
-    def cas(self, ary, idx, old, val):
-        return _atomic(ary, idx, lambda cur: val if cur == old else cur, sys._getframe(1))
-
-
-class FakeCuda:
-    """Stands in for the `cuda` module inside a traced kernel and its device functions (Chapter 2)."""
-
-    warpsize = WARP_SIZE
-
-    def __init__(self, rec, real):
-        self._rec, self._real = rec, real
-        self.gridDim, self.blockDim = Dim3(*rec.griddim), Dim3(*rec.blockdim)
-        self.threadIdx = self.blockIdx = Dim3(0, 0, 0)
-        self.shared, self.local, self.const, self.atomic = _Shared(rec), _Local(), _Const(), _Atomic()
-
-    @property
-    def laneid(self):
-        return self._rec.lane
-
-    def grid(self, ndim):
-        """Absolute thread position: an int for ndim 1, else a tuple."""
-        b, d, t = self.blockIdx, self.blockDim, self.threadIdx
-        pos = (b.x * d.x + t.x, b.y * d.y + t.y, b.z * d.z + t.z)
-        return pos[0] if ndim == 1 else pos[:ndim]
-
-    def gridsize(self, ndim):
-        """Threads in the grid per dimension: an int for ndim 1, else a tuple."""
-        d, g = self.blockDim, self.gridDim
-        size = (d.x * g.x, d.y * g.y, d.z * g.z)
-        return size[0] if ndim == 1 else size[:ndim]
-
-    def syncthreads(self, *args):
-        """Reached only when a barrier was not rewritten (e.g. in a device function)."""
-        raise TraceError("the tracer supports cuda.syncthreads() only as a call written in the kernel")
-
-    syncthreads_count = syncthreads_and = syncthreads_or = syncthreads
-
-    def threadfence(self):
-        pass
-
-    threadfence_block = threadfence_system = threadfence
-
-    def syncwarp(self, mask=0xFFFFFFFF):
-        pass
-
-    def fma(self, a, b, c):
-        return a * b + c
-
-    def selp(self, cond, a, b):
-        return a if cond else b
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
 
 
 def _python_function(obj):
@@ -367,7 +224,7 @@ def trace(kernel, griddim, blockdim, *args) -> TraceReport:
             f" and accepts at most {MAX_THREADS}: trace the same kernel on a smaller problem (e.g. N=64)"
         )
     rec = Recorder(griddim, blockdim, fn.__code__.co_filename)
-    fake = FakeCuda(rec, sys.modules.get("numba.cuda"))
+    fake = FakeCuda(rec, sys.modules.get("numba.cuda"), fn.__name__)
     run = _instrument(fn, fake, {}, kernel=True)
     names = list(inspect.signature(fn).parameters)
     names += [f"arg{i}" for i in range(len(names), len(args))]
@@ -467,15 +324,8 @@ def _barrier_results(rec, waiting, exited, returned, sends, threads, block):
         rep.barrier_error_count += 1
         if len(rep.barrier_errors) < MAX_FINDINGS:
             rep.barrier_errors.append(err)
-        _warn(rec, ("barrier", kind, line, where), str(err))
+        rec.warn(("barrier", kind, line, where), str(err))
     truthy = sum(1 for w in waiting if w[2])
     result = {"sync": None, "count": truthy, "and": int(truthy == len(waiting)), "or": int(truthy > 0)}
     for tid, op, _, _ in waiting:
         sends[tid] = result[op]
-
-
-def _warn(rec, key, msg):
-    """Add a warning to the report once per key (as the first block shows it)."""
-    if key not in rec.warned:
-        rec.warned.add(key)
-        rec.report.warnings.append(msg)

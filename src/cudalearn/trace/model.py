@@ -20,6 +20,14 @@ class TraceError(RuntimeError):
     """A kernel or launch the tracer cannot run (Chapter 2)."""
 
 
+class TraceUnsupported(TraceError):
+    """A kernel uses a CUDA function the tracer does not model (a warp intrinsic...): where (Chapter 2)."""
+
+    def __init__(self, message, name, kernel, line):
+        super().__init__(message)
+        self.name, self.kernel, self.line = name, kernel, line
+
+
 class TraceOutOfBounds(IndexError):
     """An array access outside its shape, with array, index, thread and line (Chapter 2)."""
 

@@ -6,6 +6,13 @@ import numpy as np
 
 from cudalearn.trace.model import MAX_KEPT_REQUESTS, NUM_BANKS, dim3
 
+#: The fix of a race in a tiled kernel: its two barriers (labs 3-6).
+TILE_BARRIERS_HINT = (
+    "every thread must finish writing a tile before any thread reads it (a cuda.syncthreads() after the"
+    " loads), and every thread must finish reading it before any thread overwrites it with the next tile"
+    " (a second cuda.syncthreads() at the end of the loop body)."
+)
+
 
 @dataclass
 class Counts:
@@ -297,6 +304,18 @@ class TraceReport(Counts):
                 f" before the cuda.syncthreads() that precedes the reads."
             )
         return ""
+
+    def race_message(self, hint: str = TILE_BARRIERS_HINT) -> str:
+        """The first race as a student-facing message with `hint`, its fix; '' when race-free (labs 2-6).
+
+        The one wording of a race for every check; `hint` defaults to a tiled kernel's two barriers.
+        """
+        if not self.race_count:
+            return ""
+        return (
+            f"the tracer found {self.race_count} race(s) in your kernel. The first: {self.races[0]}."
+            f" Hint: {hint}"
+        )
 
     def shared_request(self, line, warp=0, block=(0, 0, 0), occurrence=0, array=None, store=None):
         """The kept shared request of one warp for the occurrence-th execution of a line (Chapter 4)."""

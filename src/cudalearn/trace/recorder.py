@@ -1,4 +1,5 @@
-"""Instrumented arrays and the counting of warp requests, wavefronts, sectors and races (Chapters 2-4)."""
+"""The recorder of a traced kernel's memory accesses: instrumented arrays, warp requests, wavefronts,
+sectors, races and out-of-bounds accesses (Chapters 2-4)."""
 
 import ast
 import linecache
@@ -166,6 +167,12 @@ class Recorder:
         self.lane = self.warp = 0
         self.block = self.thread = (0, 0, 0)
         self.counts = {}
+
+    def warn(self, key, msg):
+        """Add a warning to the report once per key (as the first block shows it)."""
+        if key not in self.warned:
+            self.warned.add(key)
+            self.report.warnings.append(msg)
 
     def allocate(self, name, shared, base, data):
         """A TracedArray over data, a new allocation in global or shared memory."""

@@ -35,10 +35,11 @@ kernels for any configuration, such as the small one the simulator uses.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 
 from numba import cuda, float32, uint32
+
+from cudalearn import launch as grids
 
 _MM = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 _WGRAD = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[::1])"
@@ -157,7 +158,7 @@ def tiled(TILE: int):
 
 def tiled_launch(m: int, n: int, TILE: int):
     """(griddim, blockdim) of the tiled kernels for an (m, n) output (Chapter 5)."""
-    return (math.ceil(n / TILE), math.ceil(m / TILE)), (TILE, TILE)
+    return grids.square(m, n, TILE)
 
 
 # Register-blocked, fused kernels ---------------------------------------------------------------
@@ -193,11 +194,11 @@ class Tiles:
 
     def launch(self, m: int, n: int):
         """(griddim, blockdim) of a matrix-product kernel for an (m, n) output."""
-        return (math.ceil(n / self.bn), math.ceil(m / self.bm)), self.threads
+        return grids.grid_2d(m, n, self.threads, per_thread=(self.tn, self.tm))
 
     def sgd_launch(self, k: int, n: int):
-        """(griddim, blockdim) of `sgd_transpose` for a (k, n) weight matrix."""
-        return (math.ceil(n / self.tt), math.ceil(k / self.tt)), (self.tt, self.tr)
+        """(griddim, blockdim) of `sgd_transpose` for a (k, n) weight matrix: TT / TR rows a thread."""
+        return grids.grid_2d(k, n, (self.tt, self.tr), per_thread=(1, self.tt // self.tr))
 
 
 #: The GPU configuration: 64 x 64 output tiles, 256 threads each computing 4 x 4 outputs.

@@ -2,6 +2,8 @@
 
 from numba import cuda
 
+from cudalearn.launch import blocks
+
 SIGNATURES = {
     "copy_strided": "void(float32[::1], float32[::1], int32, int32)",
 }
@@ -31,4 +33,4 @@ def copy_strided_launch(n: int, stride: int, threads: int = 256):
     if n % stride:
         raise ValueError(f"n={n} must be a multiple of the stride {stride}")
     rows = n // stride
-    return ((rows + threads - 1) // threads, stride), (threads, 1), np.int32(rows), np.int32(stride)
+    return (blocks(rows, threads), stride), (threads, 1), np.int32(rows), np.int32(stride)

@@ -24,8 +24,9 @@ import torch
 import torch.nn.functional as F
 
 from cudalearn import checks, device
-from cudalearn.nn import alexnet, memory
+from cudalearn.nn import alexnet
 from cudalearn.nn.alexnet import AlexNet, AlexNetConfig, TwoColumnAlexNet
+from cudalearn.nn.step_memory import optimizer_state_bytes, parameter_bytes
 
 
 def _call(fn: Callable, name: str, *args: Any, hint: str = "") -> Any:
@@ -328,9 +329,9 @@ def _real_step_memory(
     F.cross_entropy(net(x).float(), torch.tensor([0, 1])).backward()
     opt.step()
     real = {
-        "weights": memory.parameter_bytes(net),
+        "weights": parameter_bytes(net),
         "gradients": sum(p.grad.numel() * p.grad.element_size() for p in net.parameters()),
-        "optimizer": memory.optimizer_state_bytes(opt),
+        "optimizer": optimizer_state_bytes(opt),
     }
     n = sum(p.numel() for p in net.parameters())
     return n, torch.empty((), dtype=dtype).element_size(), real

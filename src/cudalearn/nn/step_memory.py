@@ -1,4 +1,4 @@
-"""Memory of a training step: weights, gradients, optimiser state and activations (Chapter 7).
+"""The memory of a training step on the GPU: weights, gradients, optimiser state, activations (Chapter 7).
 
 A training step holds four kinds of bytes on the device:
 

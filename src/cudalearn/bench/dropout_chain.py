@@ -1,0 +1,100 @@
+"""Chapter 5's memory-bound chain timed: bias, ReLU, dropout unfused, fused, paired and in PyTorch.
+
+The kernels, their launches, bytes and NumPy specification live in
+`cudalearn.kernels.elementwise`; this module makes the callables that
+Chapter 5 and `scripts/bench_fusion.py` time with `timing.measure`.
+"""
+
+from __future__ import annotations
+
+#: The name of the paired kernel's row in the chain's timings.
+PAIRED = "fused, 8-byte accesses"
+
+
+def chain_candidates(rows, cols, p=0.1, seed=0, block=None):
+    """Callables for timing the chain: (copies, chain, check) dicts on the device (Chapter 5).
+
+    copies: {'copy (torch)': ..., 'copy_2d (Numba)': ...}, each a
+    device-to-device copy of a (rows, cols) float32 array; chain:
+    {'unfused: 4 kernels': ..., 'fused: 1 kernel': ..., PAIRED: ..., 'PyTorch eager': ...};
+    `cols` must be even (the paired kernel takes whole pairs).
+    check() runs every chain candidate once and returns their outputs as
+    host arrays with the NumPy reference, for a check before timing.
+    PyTorch tensors live on `cudalearn.torch_device()`. `block`: the 2-D
+    launch's block, by default (32, 8) on a GPU and smaller under the simulator.
+    """
+    import numpy as np
+    import torch
+    from numba import cuda
+
+    from cudalearn.device import torch_device
+    from cudalearn.kernels.elementwise import (
+        bias_relu_dropout,
+        bias_relu_dropout_pairs,
+        chain_bias,
+        chain_inputs,
+        chain_mask,
+        chain_reference,
+        chain_relu,
+        chain_scale,
+        copy_2d,
+        launch_chain,
+        launch_pairs,
+        pair_views,
+    )
+    from cudalearn.sizes import size
+
+    Z, b, mask, s = chain_inputs(rows, cols, p, seed)
+    dZ, db, dmask = cuda.to_device(Z), cuda.to_device(b), cuda.to_device(mask)
+    dY = cuda.device_array_like(dZ)
+    dev = torch_device()
+    tZ, tb = torch.from_numpy(Z).to(dev), torch.from_numpy(b).to(dev)
+    tmask = torch.from_numpy(mask.astype(bool)).to(dev)
+    tY = torch.empty_like(tZ)
+    block = block or (size("ch5.ew_block_x"), size("ch5.ew_block_y"))
+    grid, block = launch_chain((rows, cols), block)
+    pair_grid, _ = launch_pairs((rows, cols), block)
+    Z2, b2, mask2, Y2 = pair_views(dZ, db, dmask, dY)  # once: a view costs host time, not GPU time
+    fs = float(s)
+
+    def unfused():
+        chain_bias[grid, block](dZ, db, dY)
+        chain_relu[grid, block](dY)
+        chain_mask[grid, block](dY, dmask)
+        chain_scale[grid, block](dY, s)
+
+    def torch_eager():
+        torch.mul(torch.relu(tZ + tb) * tmask, fs, out=tY)
+
+    chain = {
+        "unfused: 4 kernels": unfused,
+        "fused: 1 kernel": lambda: bias_relu_dropout[grid, block](dZ, db, dmask, s, dY),
+        PAIRED: lambda: bias_relu_dropout_pairs[pair_grid, block](Z2, b2, mask2, s, Y2),
+        "PyTorch eager": torch_eager,
+    }
+    copies = {
+        "copy (torch)": lambda: tY.copy_(tZ),
+        "copy_2d (Numba)": lambda: copy_2d[grid, block](dZ, dY),
+    }
+
+    def check():
+        outs = {}
+        unfused()
+        outs["unfused: 4 kernels"] = dY.copy_to_host()
+        bias_relu_dropout[grid, block](dZ, db, dmask, s, dY)
+        outs["fused: 1 kernel"] = dY.copy_to_host()
+        chain[PAIRED]()
+        outs[PAIRED] = dY.copy_to_host()
+        torch_eager()
+        outs["PyTorch eager"] = tY.cpu().numpy().copy()  # on the CPU, .numpy() shares memory
+        copy_2d[grid, block](dZ, dY)
+        outs["copy_2d (Numba)"] = dY.copy_to_host()
+        tY.copy_(tZ)
+        outs["copy (torch)"] = tY.cpu().numpy().copy()
+        expected = chain_reference(Z, b, mask, s)
+        return outs, {
+            "chain": expected,
+            "copy": np.ascontiguousarray(Z),
+        }
+
+    return copies, chain, check

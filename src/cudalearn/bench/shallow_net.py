@@ -1,0 +1,444 @@
+"""What Chapter 5 measures on its shallow network: training runs, kernel candidates, the goals (Chapter 5).
+
+- `time_training` times whole trainings of the naive, fused and PyTorch
+  networks (`cudalearn.nn.mlp`) from the same weights on the same batches;
+  `training_lines` prints them as a table.
+- `time_batch_sizes` and `time_step_host` time single steps: against the
+  batch size, and where a step's host time goes; `sweep_lines` prints the
+  sweep.
+- the kernels of one hidden layer are `cudalearn.bench.fused_layer`.
+- `GOALS` and `goal_lines` judge the chapter's goals from one run's figures.
+- `main` is `scripts/bench_fusion.py`: all of it in one run, with ratios
+  and one verdict line per goal.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+import cudalearn
+from cudalearn import precision
+from cudalearn.datasets import DigitSet
+from cudalearn.sizes import size
+
+#: The networks `time_training` can time, by the names of its figures (classes of `cudalearn.nn.mlp`).
+IMPLEMENTATIONS = {"naive": "NaiveMLP", "fused": "FusedMLP", "torch": "TorchMLP"}
+
+
+def time_training(
+    data: DigitSet,
+    sizes: tuple[int, ...],
+    *,
+    batch: int,
+    lr: float,
+    epochs: int,
+    seed: int = 0,
+    names: tuple[str, ...] = ("naive", "fused", "torch"),
+) -> dict[str, Any]:
+    """Seconds for `epochs` epochs of each implementation, after one warm-up epoch (Chapter 5).
+
+    Every implementation starts from the same weights and sees the same
+    batches. The warm-up epoch compiles the kernels and warms PyTorch up;
+    then the GPU is synchronised, `epochs` epochs run, and the clock stops
+    after a second synchronisation (one perf_counter interval: a whole
+    training run is far longer than the clock's resolution). No evaluation
+    runs inside the timed part. Returns JSON-ready figures: seconds, the
+    per-epoch losses of the timed epochs, the test accuracy after them, and
+    the kernel launches of one step of each Numba network.
+    """
+    from cudalearn.nn import mlp
+    from cudalearn.nn.training import accuracy
+
+    params = mlp.init_params(sizes, seed)
+    out: dict[str, Any] = {
+        "sizes": list(sizes),
+        "batch": batch,
+        "lr": lr,
+        "epochs": epochs,
+        "samples": int(data.X_train.shape[0]),
+        "steps_per_epoch": int(data.X_train.shape[0] // batch),
+        "seconds": {},
+        "epoch_loss": {},
+        "test_accuracy": {},
+        "launches_per_step": {},
+    }
+    uploaded: dict[type, Any] = {}
+    for name in names:
+        cls = getattr(mlp, IMPLEMENTATIONS[name])
+        net = cls(params, batch, lr)
+        if cls.data_class not in uploaded:  # one upload per kind of data, shared by naive and fused
+            uploaded[cls.data_class] = cls.data_class(data)
+        dd = uploaded[cls.data_class]
+        mlp.train(net, dd, 1, seed=seed + 1, evaluate=False, progress=False)  # warm-up: compile, caches
+        if name != "torch":
+            X, y = dd.batch(0, batch)
+            with mlp.count_launches() as launches, mlp.quiet_grids():
+                net.step(X, y, dd.losses(1), 0)
+            out["launches_per_step"][name] = launches.count
+        net = cls(params, batch, lr)  # the timed run starts from the initial weights again
+        dd.synchronize()
+        t0 = time.perf_counter()
+        hist = mlp.train(net, dd, epochs, seed=seed, evaluate=False, progress=False)
+        dd.synchronize()
+        out["seconds"][name] = time.perf_counter() - t0
+        out["epoch_loss"][name] = hist.epoch_loss
+        out["test_accuracy"][name] = accuracy(net.logits(dd.X_test), dd.y_test_host)
+    return out
+
+
+def training_lines(training: dict[str, Any]) -> list[str]:
+    """The end-to-end table of `time_training`'s figures: seconds, ratios, launches, accuracy (Chapter 5)."""
+    sec = training["seconds"]
+    head = ("seconds", "vs naive", "vs PyTorch", "launches/step", "test acc")
+    lines = [f"{'':8s} {head[0]:>8s} {head[1]:>9s} {head[2]:>11s} {head[3]:>14s} {head[4]:>9s}"]
+    for name in ("naive", "fused", "torch"):
+        launches = str(training["launches_per_step"].get(name, "-"))
+        lines.append(
+            f"{name:8s} {sec[name]:8.3f} {sec['naive'] / sec[name]:8.2f}x {sec[name] / sec['torch']:10.2f}x "
+            f"{launches:>14s} {training['test_accuracy'][name]:9.2%}"
+        )
+    return lines
+
+
+def sweep_lines(sweep: dict[str, Any]) -> list[str]:
+    """The batch sweep as a table: ms per step and us per sample of both networks (Chapter 5)."""
+    lines = [f"{'batch':>6s} {'fused ms/step':>14s} {'PyTorch ms/step':>16s} {'fused us/sample':>16s}"]
+    for b, f_ms, t_ms in zip(
+        sweep["batches"], sweep["fused_ms_per_step"], sweep["torch_ms_per_step"], strict=True
+    ):
+        lines.append(f"{b:6d} {f_ms:14.3f} {t_ms:16.3f} {1e3 * f_ms / b:16.2f}")
+    return lines
+
+
+def time_batch_sizes(
+    data: DigitSet,
+    sizes: tuple[int, ...],
+    batches: list[int],
+    *,
+    lr: float,
+    steps: int,
+    seed: int = 0,
+    launches: int = 1000,
+    repeats: int = 5,
+) -> dict[str, Any]:
+    """Milliseconds per training step of FusedMLP and TorchMLP at each batch size, and per launch (Chapter 5).
+
+    Each point: after two warm-up steps, `repeats` runs of `steps` steps,
+    each between two synchronisations; the median run's time per step (a
+    host that is briefly busy elsewhere spoils one run, not the point).
+    `launch_us` is the host time of one launch of an empty kernel (the mean
+    of `launches`, queued without waiting): the floor under every step.
+    """
+    from numba import cuda
+
+    from cudalearn.kernels import elementwise as ew
+    from cudalearn.nn import mlp
+
+    params = mlp.init_params(sizes, seed)
+    out: dict[str, Any] = {"sizes": list(sizes), "batches": list(batches), "steps": steps}
+    for cls in (mlp.FusedMLP, mlp.TorchMLP):
+        dd = cls.data_class(data)
+        dd.shuffle(mlp.permutations(dd.n_train, 1, seed)[0])
+        per_epoch = dd.n_train
+        per_step = []
+        for batch in batches:
+            net = cls(params, batch, lr)
+            losses = dd.losses(steps + 2)
+            runs = []
+            with mlp.quiet_grids():
+                for s in range(2):
+                    net.step(*dd.batch(s, batch), losses, s)
+                for _ in range(repeats):
+                    dd.synchronize()
+                    t0 = time.perf_counter()
+                    for s in range(steps):
+                        net.step(*dd.batch(s % (per_epoch // batch), batch), losses, s + 2)
+                    dd.synchronize()
+                    runs.append((time.perf_counter() - t0) / steps * 1e3)
+            per_step.append(float(np.median(runs)))
+        out[f"{cls.name}_ms_per_step"] = per_step
+    d = cuda.device_array(1, dtype=np.float32)
+    with mlp.quiet_grids():
+        ew.empty_kernel[1, 32](d)
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(launches):
+            ew.empty_kernel[1, 32](d)
+        out["launch_us"] = (time.perf_counter() - t0) / launches * 1e6
+        cuda.synchronize()
+    return out
+
+
+def _host_us(fn, calls: int) -> float:
+    """Mean host microseconds of `calls` calls of fn(), after one warm-up call (Chapter 5)."""
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def time_step_host(
+    data: DigitSet,
+    sizes: tuple[int, ...],
+    *,
+    batch: int,
+    lr: float,
+    steps: int,
+    seed: int = 0,
+    calls: int = 1000,
+    repeats: int = 5,
+) -> dict[str, Any]:
+    """Where a FusedMLP step's time goes on the host: queueing, launches, slicing (Chapter 5).
+
+    `steps` steps are queued with no synchronisation until the end (the
+    run of median length of `repeats` runs is kept):
+    'queue_ms_per_step' is the host's time per step, 'step_ms' the time per
+    step until the GPU has finished them all, 'drain_ms' what the GPU still
+    had to do after the host had queued the last step (near 0: the GPU was
+    waiting for the host). Then the host cost of single calls:
+    'launch_us_empty' (the empty kernel, one array), 'launch_us_forward'
+    (`linear_forward` with its four arrays and a flag, on a one-block
+    problem), 'slice_us' (one `NumbaData.batch`: two array views).
+    """
+    from numba import cuda
+
+    from cudalearn.kernels import elementwise as ew
+    from cudalearn.nn import epoch_data, mlp
+
+    params = mlp.init_params(sizes, seed)
+    dd = epoch_data.NumbaData(data)
+    dd.shuffle(mlp.permutations(dd.n_train, 1, seed)[0])
+    net = mlp.FusedMLP(params, batch, lr)
+    losses = dd.losses(steps + 2)
+    per_epoch = dd.n_train // batch
+    out: dict[str, Any] = {"sizes": list(sizes), "batch": batch, "steps": steps, "calls": calls}
+    with mlp.quiet_grids():
+        for s in range(2):
+            net.step(*dd.batch(s, batch), losses, s)
+        runs = []
+        for _ in range(repeats):
+            cuda.synchronize()
+            t0 = time.perf_counter()
+            for s in range(steps):
+                net.step(*dd.batch(s % per_epoch, batch), losses, s + 2)
+            t1 = time.perf_counter()
+            cuda.synchronize()
+            t2 = time.perf_counter()
+            runs.append((t2 - t0, t1 - t0, t2 - t1))
+        whole, queued, drain = sorted(runs)[len(runs) // 2]  # the run of median length
+        out["queue_ms_per_step"] = queued / steps * 1e3
+        out["step_ms"] = whole / steps * 1e3
+        out["drain_ms"] = drain * 1e3
+        with mlp.count_launches() as seen:
+            net.step(*dd.batch(0, batch), losses, 0)
+        out["launches_per_step"] = seen.count
+        d = cuda.device_array(1, dtype=np.float32)
+        out["launch_us_empty"] = _host_us(lambda: ew.empty_kernel[1, 32](d), calls)
+        tiles = net.tiles
+        X = cuda.to_device(np.zeros((tiles.bm, tiles.bk), np.float32))
+        W = cuda.to_device(np.zeros((tiles.bk, tiles.bn), np.float32))
+        b = cuda.to_device(np.zeros(tiles.bn, np.float32))
+        Y = cuda.device_array((tiles.bm, tiles.bn), np.float32)
+        forward = net.k["linear_forward"]
+        one_block = tiles.launch(tiles.bm, tiles.bn)
+        out["launch_us_forward"] = _host_us(lambda: forward[one_block](X, W, b, Y, 1), calls)
+        out["slice_us"] = _host_us(lambda: dd.batch(1, batch), calls)
+        cuda.synchronize()
+    return out
+
+
+# The goals -------------------------------------------------------------------------------------
+
+GOALS = {
+    "fused_vs_naive": 3.0,  # the optimised network at least 3x faster than the naive one, end to end
+    "fused_vs_torch": 2.0,  # and at most 2x slower than PyTorch
+    "chain_vs_copy": 0.70,  # the fused elementwise chain above 70% of the copy bandwidth
+}
+
+
+def goal_lines(
+    training: dict[str, Any] | None,
+    chain_gbps: float | None,
+    copy_gbps: float | None,
+    source: str = "",
+    chain_name: str = "",
+) -> list[str]:
+    """One verdict line per goal of the chapter, computed from one run's figures (Chapter 5).
+
+    `training` is what `time_training` returns; the bandwidths are the
+    fused chain's (the kernel named `chain_name`) and the copy's GB/s from
+    the same run. A goal without figures says so; a missed goal says
+    MISSED with its numbers.
+    """
+    lines = []
+    sec = (training or {}).get("seconds", {})
+    if {"naive", "fused"} <= sec.keys():
+        r = sec["naive"] / sec["fused"]
+        ok = r >= GOALS["fused_vs_naive"]
+        lines.append(
+            f"{'MET   ' if ok else 'MISSED'} optimised >= {GOALS['fused_vs_naive']:g}x faster than naive "
+            f"end to end: {r:.2f}x ({sec['naive']:.2f} s vs {sec['fused']:.2f} s)"
+        )
+    else:
+        lines.append("NO DATA optimised vs naive end to end: no GPU training times in this run")
+    if {"fused", "torch"} <= sec.keys():
+        r = sec["fused"] / sec["torch"]
+        ok = r <= GOALS["fused_vs_torch"]
+        lines.append(
+            f"{'MET   ' if ok else 'MISSED'} optimised within {GOALS['fused_vs_torch']:g}x of PyTorch: "
+            f"{r:.2f}x PyTorch's time ({sec['fused']:.2f} s vs {sec['torch']:.2f} s)"
+        )
+    else:
+        lines.append("NO DATA optimised vs PyTorch: no GPU training times in this run")
+    if chain_gbps and copy_gbps:
+        r = chain_gbps / copy_gbps
+        ok = r >= GOALS["chain_vs_copy"]
+        lines.append(
+            f"{'MET   ' if ok else 'MISSED'} fused elementwise chain >= {GOALS['chain_vs_copy']:.0%} of the "
+            f"copy bandwidth: {r:.0%} ({chain_gbps:,.0f} GB/s vs {copy_gbps:,.0f} GB/s"
+            f"{', ' + chain_name if chain_name else ''})"
+        )
+    else:
+        lines.append("NO DATA fused chain vs copy bandwidth: no GPU bandwidths in this run")
+    if source:
+        lines = [f"{line} [{source}]" for line in lines]
+    return lines
+
+
+# The command line (scripts/bench_fusion.py) --------------------------------------------------
+
+
+def ratios(results, naive: str, torch_name: str, versus: str = "naive") -> list[str]:
+    """'name: x.xx ms, a.aax vs naive, b.bbx PyTorch's time' for each row of a timing.Results.
+
+    `naive` names the row the speed-ups are relative to (printed as `versus`).
+    """
+    rows = {r["name"]: r for r in results.rows if r.get("median_ms")}
+    if not rows:
+        return [f"  {results.key}: {results.label}"]
+    out = [
+        f"  {results.key} ({'measured on' if results.source == 'measured' else 'reference'} {results.label})"
+    ]
+    for name, r in rows.items():
+        vs_naive = rows[naive]["median_ms"] / r["median_ms"] if naive in rows else float("nan")
+        vs_torch = r["median_ms"] / rows[torch_name]["median_ms"] if torch_name in rows else float("nan")
+        rate = f"{r['gflops']:9,.0f} GFLOP/s" if r.get("gflops") else f"{r.get('gbps') or 0:9,.0f} GB/s"
+        out.append(
+            f"    {name:40s} {r['median_ms']:9.4f} ms {rate}  {vs_naive:6.2f}x vs {versus}  "
+            f"{vs_torch:6.2f}x PyTorch's time"
+        )
+    return out
+
+
+def main() -> int:
+    """Chapter 5's measurements, ratios and one verdict line per goal, printed: scripts/bench_fusion.py."""
+    info = cudalearn.setup()
+    from cudalearn import checks, datasets, reference, timing
+    from cudalearn.bench import dropout_chain, fused_layer
+    from cudalearn.kernels import elementwise as ew
+    from cudalearn.nn import mlp
+
+    precision.set_fp32()  # the script's whole process: true FP32 in PyTorch, as the Numba networks
+    mlp.quiet_small_grids()  # small grids on purpose: the 10-logit layer, one-block host timings
+    data = datasets.load_digits_augmented(
+        size("ch5.copies"), side=size("ch5.side"), originals_used=size("ch5.originals")
+    )
+    sizes = mlp.layer_sizes(data.features, size("ch5.hidden"))
+    batch = size("ch5.batch")
+    epochs = size("ch5.timed_epochs")
+    print(f"data: {data}\nnetwork {sizes}, batch {batch}, lr {mlp.LR}, {epochs} timed epochs")
+
+    # End to end ---------------------------------------------------------------------------------
+    training, source = reference.figures(
+        "bench5.training", lambda: time_training(data, sizes, batch=batch, lr=mlp.LR, epochs=epochs)
+    )
+    if info.mode == "sim":  # exercise the timing code on a tiny set; its wall time is not a GPU time
+        tiny = datasets.load_digits_augmented(2, side=size("ch5.side"), originals_used=20)
+        smoke = time_training(tiny, mlp.layer_sizes(tiny.features, 8), batch=16, lr=mlp.LR, epochs=1)
+        print(f"simulator smoke run of time_training: launches per step {smoke['launches_per_step']}")
+    print(f"\nend-to-end training ({source}):")
+    if training is not None:
+        sec = training["seconds"]
+        for name in ("naive", "fused", "torch"):
+            print(
+                f"  {name:6s} {sec[name]:8.3f} s  {sec['naive'] / sec[name]:6.2f}x vs naive  "
+                f"{sec[name] / sec['torch']:6.2f}x PyTorch's time  "
+                f"test accuracy {training['test_accuracy'][name]:.2%}  "
+                f"launches/step {training['launches_per_step'].get(name, '-')}"
+            )
+        print(
+            f"  (the Q2BSTUDIO post's T4 figure: 21 s -> under 15 s, about 1.4x; "
+            f"here {sec['naive'] / sec['fused']:.2f}x)"
+        )
+
+    # Per kernel -----------------------------------------------------------------------------------
+    m, k, n = size("ch5.kernel_m"), size("ch5.kernel_k"), size("ch5.kernel_n")
+    layer = fused_layer.layer_candidates(m, k, n)
+    layer["check"]()
+    print(
+        f"\nper kernel, one hidden layer at m, k, n = {m}, {k}, {n} (all candidates checked against NumPy):"
+    )
+    for part, naive in (
+        ("forward", "naive: matmul, bias, ReLU (3 kernels)"),
+        ("backward_input", "naive, W as stored (2 kernels)"),
+        ("backward_weight", "naive: X.T @ dZ, then db (2 kernels)"),
+    ):
+        res = timing.measure(
+            f"bench5.{part}",
+            layer[part],
+            baseline=naive,
+            flops=layer["flops"][part],
+            size={"m": m, "k": k, "n": n, "dtype": "float32", "tf32": False},
+        )
+        torch_name = next(name for name in layer[part] if name.startswith("PyTorch"))
+        print("\n".join(ratios(res, naive, torch_name)))
+
+    # The memory-bound chain -------------------------------------------------------------------------
+    outs, expected = dropout_chain.chain_candidates(size("ch5.odd_rows"), size("ch5.odd_cols"), seed=2)[2]()
+    for name, got in outs.items():
+        checks.check_close(got, expected["copy" if name.startswith("copy") else "chain"], name=name)
+    rows, cols = size("ch5.chain_rows"), size("ch5.chain_cols")
+    copies, chain, _ = dropout_chain.chain_candidates(rows, cols)
+    copy_res = timing.measure(
+        "bench5.copy", copies, nbytes=2 * 4 * rows * cols, size={"rows": rows, "cols": cols}
+    )
+    chain_res = timing.measure(
+        "bench5.chain",
+        chain,
+        baseline="unfused: 4 kernels",
+        nbytes=ew.chain_bytes(rows, cols)["dram_min"],
+        size={"rows": rows, "cols": cols, "p": 0.1},
+    )
+    shown = chain_res.size or {"rows": rows, "cols": cols}  # a stored run's own size under the simulator
+    print(
+        f"\nelementwise chain on {shown['rows']} x {shown['cols']} float32 "
+        "(GB/s of the least bytes the chain must move):"
+    )
+    print("\n".join(ratios(copy_res, "copy (torch)", "copy (torch)", versus="torch copy")))
+    print("\n".join(ratios(chain_res, "unfused: 4 kernels", "PyTorch eager")))
+
+    def gbps(results, name):
+        row = next((r for r in results.rows if r["name"] == name), {})
+        return row.get("gbps")
+
+    copy_gbps, fused_gbps = gbps(copy_res, "copy (torch)"), gbps(chain_res, dropout_chain.PAIRED)
+    scalar_gbps = gbps(chain_res, "fused: 1 kernel")
+    if copy_gbps and fused_gbps and scalar_gbps:
+        print(
+            f"  fused, 4-byte accesses: {scalar_gbps / copy_gbps:.0%} of the copy; "
+            f"{dropout_chain.PAIRED}: {fused_gbps / copy_gbps:.0%}"
+        )
+
+    # Verdicts -------------------------------------------------------------------------------------
+    where = f"measured now on {info.device}" if info.mode == "gpu" else source
+    verdicts = goal_lines(training, fused_gbps, copy_gbps, source=where, chain_name=dropout_chain.PAIRED)
+    print("\ngoals:")
+    print("\n".join(f"  {v}" for v in verdicts))
+    met = sum(v.startswith("MET") for v in verdicts)
+    missed = sum(v.startswith("MISSED") for v in verdicts)
+    print(f"  {met} met, {missed} missed, {len(verdicts) - met - missed} without figures")
+    return 0
