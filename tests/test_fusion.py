@@ -314,9 +314,9 @@ def test_chapter_5_kernels_compile_to_ptx_in_registers_and_float32():
     import json, re, cudalearn
     cudalearn.setup("compile", quiet=True)
     from numba import cuda
-    from cudalearn.kernels import elementwise, fused
+    from cudalearn.kernels import elementwise, linear
     out = {}
-    for m in (fused, elementwise):
+    for m in (linear, elementwise):
         for name, sig in m.SIGNATURES.items():
             ptx, _ = cuda.compile_ptx(getattr(m, name).py_func, sig, cc=(9, 0))
             local = len(re.findall(r"(ld|st)[.]local", ptx))

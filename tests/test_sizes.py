@@ -28,7 +28,8 @@ def _sources(folders, suffix):
             if suffix == ".ipynb":
                 nb = nbformat.read(path, as_version=4)
                 yield path, "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-            elif path.name not in ("sizes.py", "test_sizes.py"):  # the table, and the examples above
+            elif "sizes" not in path.relative_to(ROOT).parts[:3] and path.name != "test_sizes.py":
+                # not the tables (src/cudalearn/sizes/) nor the examples above
                 yield path, path.read_text(encoding="utf-8")
 
 
@@ -75,3 +76,27 @@ def test_every_size_defined_is_asked_for():
     assert not unused, (
         f"sizes in cudalearn.sizes.SIZES that no notebook, module, script or test asks for: {unused}"
     )
+
+
+@pytest.mark.parametrize(
+    ("module", "extra", "why"),
+    [
+        ("ch11", 'SIZES = {"ch4.tile": {"gpu": 32, "sim": 8}}', "must start with 'ch11.'"),
+        ("ch3", 'SIZES = {"ch3.trace_n": {"gpu": 32, "sim": 8}}', "defined twice"),  # beside ch03.py
+    ],
+    ids=["another chapter's key", "a key twice"],
+)
+def test_a_misplaced_or_repeated_size_key_is_refused(tmp_path, monkeypatch, module, extra, why):
+    import importlib
+    import shutil
+    import sys
+
+    import cudalearn.sizes
+
+    copy = tmp_path / "sizes_copy"
+    shutil.copytree(Path(cudalearn.sizes.__file__).parent, copy)
+    (copy / f"{module}.py").write_text(extra)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "sizes_copy", raising=False)
+    with pytest.raises(ImportError, match=why):
+        importlib.import_module("sizes_copy")

@@ -267,7 +267,8 @@ def test_missing_second_syncthreads_is_a_race_on_the_tiles(matrices):
     assert "race" in str(rep)
     msg = rep.race_message()  # the one wording of a race the checks raise
     assert msg.startswith(
-        f"the tracer found {rep.race_count} race(s) in your kernel. The first: {race}. Hint: "
+        f"the tracer found {rep.race_count} race(s) in your kernel: two threads accessed one element,"
+        f" at least one writing it, with nothing ordering them. The first: {race}. Hint: "
     )
     assert msg.endswith("(a second cuda.syncthreads() at the end of the loop body).")
     assert rep.race_message("guard it.").endswith("Hint: guard it.")

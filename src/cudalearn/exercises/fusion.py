@@ -105,16 +105,6 @@ def _trace(kernel: Any, griddim: Any, blockdim: Any, *args: Any):
     return report, seen
 
 
-def _race_message(report) -> str:
-    """The tracer's first race, with the fix of a tiled kernel's two barriers."""
-    return (
-        f"the tracer found {report.race_count} race(s) in your kernel. The first: {report.races[0]}. "
-        "Hint: every thread must finish writing a tile before any thread reads it (a "
-        "cuda.syncthreads() after the loads), and finish reading it before it is overwritten "
-        "(a second cuda.syncthreads() at the end of the loop body)."
-    )
-
-
 def _check_output_accesses(seen: dict, out: int, shape: tuple[int, int], inputs: Sequence[str]) -> None:
     """Raise unless argument `out` was stored once an element and never read, and no input was written."""
     for pos, name in enumerate(inputs):
@@ -158,7 +148,7 @@ def _explain_wrong(
     """
     report, seen = _trace(kernel, *trace_args)  # raises on barrier errors and uninitialized reads
     if report.race_count:
-        return AssertionError(_race_message(report))
+        return AssertionError(report.race_message())
     acc = seen.get(out)
     if acc is not None and acc.early_reads:
         return AssertionError("your kernel " + UNZEROED.format(name=acc.name, where=acc.first_early))
@@ -249,7 +239,7 @@ def check_linear_relu(
             raise _explain_wrong(err, kernel, small, 3, hint) from None
     report, seen = _trace(kernel, *small)
     if report.race_count:
-        raise AssertionError(_race_message(report))
+        raise AssertionError(report.race_message())
     _check_output_accesses(seen, 3, (sm, sn), ("X", "W", "b"))
 
 
@@ -258,7 +248,7 @@ def check_linear_relu_stores_once(kernel: Any, tile: int, size: tuple[int, int, 
     (m, k, n), X, W, b = _small_layer(tile, 6, size or (2 * tile, 3 * tile, 2 * tile))
     report, seen = _trace(kernel, *launch.square(m, n, tile), X, W, b, checks.empty_output((m, n)))
     if report.race_count:
-        raise AssertionError(_race_message(report))
+        raise AssertionError(report.race_message())
     _check_output_accesses(seen, 3, (m, n), ("X", "W", "b"))
     checks.check_close(report.outputs[3], _forward_spec(X, W, b), name="Y (traced)", **checks.matmul_tol(k))
 

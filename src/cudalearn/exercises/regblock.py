@@ -75,25 +75,23 @@ def _run(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int, m: int, k: in
             ) from None
         why = _sanitize(kernel, BM, BN, BK, TM, TN)
         if why:
-            raise AssertionError(
-                f"{found}\nThe tracer, on one block of your kernel, found why: {why}"
-            ) from None
+            raise AssertionError(f"{found}\nWhy, from one block of your kernel: {why}") from None
         raise
 
 
 def _findings(report: Any) -> str:
     """The tracer's first race, barrier error or uninitialised shared read, with its fix, or ''."""
     if report.race_count:
-        return (
-            f"{report.race_count} race(s), e.g. {report.races[0]}. Hint: a cuda.syncthreads() after the "
-            f"tiles are loaded and another one before the next tiles overwrite them."
+        return report.race_message(
+            "a cuda.syncthreads() after the tiles are loaded and another one before the next tiles "
+            "overwrite them."
         )
     if getattr(report, "barrier_error_count", 0):
         hint = "no `return`, and no barrier inside a condition, before the last barrier."
-        return f"{report.barrier_errors[0]}. Hint: {hint}"
+        return f"the tracer found {report.barrier_errors[0]}. Hint: {hint}"
     if getattr(report, "uninitialized_reads", 0):
         hint = "read sA and sB only after the barrier that follows their loading."
-        return f"{report.uninitialized[0]}. Hint: {hint}"
+        return f"the tracer found {report.uninitialized[0]}. Hint: {hint}"
     return ""
 
 
@@ -118,7 +116,7 @@ def _check_registers(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -
     report = _trace_block(kernel, BM, BN, BK, TM, TN)
     found = _findings(report)
     if found:
-        raise AssertionError(f"your kernel gives the right result, but the tracer found {found}")
+        raise AssertionError(f"your kernel gives the right result, but {found}")
     warps = launch.blocks(threads, 32)
     reads = report.shared_load_requests / (warps * k)  # shared reads per thread and per step along k
     if reads > SLACK * (TM + TN):

@@ -41,10 +41,7 @@ def _race_message(report: Any, out: str) -> str:
             f"Does every thread loop over the whole array? Write only the element(s) of your own global "
             f"index (cuda.grid), or a grid-stride loop that starts at it."
         )
-    return (
-        f"the tracer found {report.race_count} race(s) in your kernel: two threads accessed one element, "
-        f"at least one writing it, with nothing ordering them. The first: {race}. Hint: {hint}"
-    )
+    return report.race_message(hint)
 
 
 def _trace_findings(kernel: Any, probe: tuple, out: str) -> str | None:

@@ -43,15 +43,8 @@ _trace = checks.trace_kernel
 
 
 def _race_message(report: Any, what: str) -> str:
-    """The first race of a trace as a message with the barrier hint."""
-    first = report.races[0]
-    return (
-        f"{what}: the tracer found {report.race_count} race(s) in your kernel. The first: {first}. "
-        f"Hint: every thread must finish writing a tile before any thread reads it "
-        f"(a cuda.syncthreads() after the loads), and every thread must finish reading it before "
-        f"any thread overwrites it with the next tile (a second cuda.syncthreads() at the end of the "
-        f"loop body)."
-    )
+    """The first race of a trace as a message with the tiles' barrier hint, after `what` (labs 3-4)."""
+    return f"{what}: {report.race_message()}"
 
 
 def _traced_cause(traced: Callable[[], Any]) -> str | None:

@@ -313,8 +313,8 @@ class TraceReport(Counts):
         if not self.race_count:
             return ""
         return (
-            f"the tracer found {self.race_count} race(s) in your kernel. The first: {self.races[0]}."
-            f" Hint: {hint}"
+            f"the tracer found {self.race_count} race(s) in your kernel: two threads accessed one element,"
+            f" at least one writing it, with nothing ordering them. The first: {self.races[0]}. Hint: {hint}"
         )
 
     def shared_request(self, line, warp=0, block=(0, 0, 0), occurrence=0, array=None, store=None):
