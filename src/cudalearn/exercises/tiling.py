@@ -55,7 +55,7 @@ def _traced_cause(traced: Callable[[], Any]) -> str | None:
         msg = str(e)
         return None if msg.startswith("the tracer could not run") else msg
     if report.race_count:
-        return _race_message(report, "the tracer found a race")
+        return report.race_message()
     return None
 
 
