@@ -114,12 +114,14 @@ def _decide(requested: str) -> tuple[str, str]:
                 f"'{actual}' mode, so '{requested}' cannot be chosen now. Restart the "
                 f"kernel and run the setup cell first."
             )
-        if actual == "gpu" and requested != "compile" and not _driver_device_count()[0]:
-            raise ModeError(
-                "numba.cuda was imported before cudalearn.setup() (a kernels module, or numba.cuda itself) "
-                f"and chose the GPU target, but {_driver_device_count()[1]}. Restart the kernel and run "
-                "the setup cell (`cudalearn.setup()`) before any other import."
-            )
+        if actual == "gpu" and requested != "compile":
+            count, why = _driver_device_count()
+            if not count:
+                raise ModeError(
+                    "numba.cuda was imported before cudalearn.setup() (a kernels module, or numba.cuda "
+                    f"itself) and chose the GPU target, but {why}. Restart the kernel and run the setup "
+                    "cell (`cudalearn.setup()`) before any other import."
+                )
         return actual, "numba.cuda was imported first" if actual == "sim" else ""
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and requested != "gpu":
         return "sim", "NUMBA_ENABLE_CUDASIM=1 is set"
