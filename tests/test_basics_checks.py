@@ -63,3 +63,22 @@ def test_attainable_catches_the_t4_figures_typed_in():
 def test_grid_2d_rejects_np_ceil():
     with pytest.raises(AssertionError, match="numpy.float64"):
         exercises.check_grid_2d(lambda r, c, b: (np.ceil(c / b[0]), np.ceil(r / b[1])))
+
+
+def test_a_block_size_typed_in_is_named_with_the_gpus_larger_blocks():
+    """blockIdx.x * 32 with blocks of 256 (a GPU launch): the blocks overlap, a prefix is written."""
+    from cudalearn.exercises.first_kernels import _matmul_hint
+    from cudalearn.exercises.simple_kernels import _stride_hint
+
+    n, grid, threads = 1 << 20, 4096, 256
+    expected = np.ones(n, np.float32)
+    got = expected.copy()
+    got[(grid - 1) * 32 + threads :] = np.nan
+    assert "blockIdx.x * 32" in _stride_hint(got, expected, grid, threads)
+    got[: (grid - 1) * 32 + threads + 1] = 1  # one more element: no step explains it
+    assert _stride_hint(got, expected, grid, threads) is None
+    a = np.random.default_rng(0).random((64, 64), dtype=np.float32)
+    c = np.full((64, 64), np.nan, np.float32)
+    edge = 3 * 8 + 16  # blocks (16, 16) of a (4, 4) grid placed 8 apart
+    c[:edge, :edge] = (a @ a)[:edge, :edge]
+    assert "blockIdx.x * 8" in _matmul_hint(c, a, a, (4, 4), (16, 16))

@@ -228,3 +228,20 @@ def test_lab9_checks_catch_bias_and_types():
 
     with pytest.raises(AssertionError, match="column by column"):
         exercises.check_patchify(column_major)
+
+
+def test_patchify_out_of_bounds_is_found_on_the_small_probe_image():
+    """On a GPU an out-of-bounds read is silent: the check replays the kernel on a small image instead."""
+    from cudalearn.exercises import vit as vit_checks
+
+    @cuda.jit
+    def swapped(img, out, p):
+        e, n, b = cuda.grid(3)
+        if b < out.shape[0] and n < out.shape[1] and e < out.shape[2]:
+            per_row = img.shape[3] // p
+            i, j = n // per_row, n % per_row
+            c, rs = e // (p * p), e % (p * p)
+            out[b, n, e] = img[b, c, j * p + rs // p, i * p + rs % p]
+
+    assert "H and W, swapped" in vit_checks._patchify_out_of_bounds(swapped, 32)
+    assert vit_checks._patchify_out_of_bounds(patchify, 32) == ""

@@ -100,7 +100,7 @@ def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, blo
             f"C[y, x]: `col, row = cuda.grid(2)` (x runs along the columns of C; the grid is sized so)."
         )
     for step in (4, 8, 16, 32):
-        if (step, step) != tuple(block) and step >= max(block) and not written.all():
+        if (step, step) != tuple(block) and not written.all():  # blocks `step` apart: gaps, or overlaps
             covered_r = np.isin(rows, (np.arange(grid[1])[:, None] * step + np.arange(block[1])).ravel())
             covered_c = np.isin(cols, (np.arange(grid[0])[:, None] * step + np.arange(block[0])).ravel())
             if np.array_equal(written, covered_r & covered_c):

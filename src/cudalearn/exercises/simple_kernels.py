@@ -154,7 +154,9 @@ def _stride_hint(got: np.ndarray, expected: np.ndarray, grid: int, threads: int)
         idx = (np.arange(grid)[:, None] * step + np.arange(threads)[None, :]).ravel()
         covered = np.zeros(n, bool)
         covered[idx[idx < n]] = True
-        if step > threads and grid > 1 and np.array_equal(written, covered):
+        # blocks `step` apart: with step > threads gaps stay unwritten, with step < threads (a GPU's
+        # larger blocks) the blocks overlap and only a prefix of (grid - 1) * step + threads is written
+        if step != threads and grid > 1 and not written.all() and np.array_equal(written, covered):
             return (
                 f"the elements written are those of blocks {step} elements apart, but this launch has "
                 f"blocks of {threads} threads: did you type the block size into the index (blockIdx.x * "

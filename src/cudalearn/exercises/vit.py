@@ -62,21 +62,33 @@ def _patchify_bounds_hint(array: str | None, axis: int | None) -> str:
     return f" In patchify, either {guard}, or {rows}."
 
 
-def _patchify_out_of_bounds(kernel: Any, launch: tuple, args: tuple) -> str:
-    """The hint for an out-of-bounds access of patchify, from the array and axis the tracer finds (sim)."""
-    array = axis = None
-    if device.mode() == "sim":
-        from cudalearn.trace import TraceOutOfBounds, trace
+#: (B, C, H, W, p) of the small non-square image the tracer replays a kernel on, in either mode
+_PROBE = (1, 3, 8, 12, 4)
 
-        try:
-            trace(kernel, *launch, *args)
-        except TraceOutOfBounds as t:
-            array = t.array
-            bad = [d for d, (i, n) in enumerate(zip(t.index, t.shape, strict=False)) if not 0 <= i < n]
-            axis = bad[0] if bad else None
-        except Exception:  # noqa: BLE001 - an untraceable kernel: the general hint
-            pass
-    return _patchify_bounds_hint(array, axis)
+
+def _patchify_out_of_bounds(kernel: Any, threads: int, launch: tuple | None = None, args: tuple = ()) -> str:
+    """The hint for an out-of-bounds access of patchify, from the array and axis the tracer finds.
+
+    The tracer replays `launch` (the check's own, under the simulator) or, by default, a launch on the
+    small `_PROBE` image: on a GPU an out-of-bounds read returns garbage instead of failing, and the
+    check's GPU images are too large to trace.
+    """
+    from cudalearn.kernels.patchify import patchify_launch
+    from cudalearn.trace import TraceOutOfBounds, trace
+
+    if launch is None:
+        b, c, h, w, p = _PROBE
+        img = np.random.default_rng(0).standard_normal((b, c, h, w)).astype(np.float32)
+        out = checks.empty_output((b, (h // p) * (w // p), c * p * p), np.float32)
+        launch, args = patchify_launch(img.shape, p, threads), (img, out, np.int32(p))
+    try:
+        trace(kernel, *launch, *args)
+    except TraceOutOfBounds as t:
+        bad = [d for d, (i, n) in enumerate(zip(t.index, t.shape, strict=False)) if not 0 <= i < n]
+        return _patchify_bounds_hint(t.array, bad[0] if bad else None)
+    except Exception:  # noqa: BLE001 - an untraceable kernel: no finding
+        pass
+    return ""
 
 
 def check_patchify(
@@ -105,13 +117,21 @@ def check_patchify(
         except AssertionError as e:
             if "outside" not in str(e) and "past the end" not in str(e):
                 raise
-            hint = _patchify_out_of_bounds(kernel, (griddim, blockdim), (img, out, np.int32(p)))
+            launch = ((griddim, blockdim), (img, out, np.int32(p))) if device.mode() == "sim" else ()
+            hint = _patchify_out_of_bounds(kernel, threads, *launch) or _patchify_bounds_hint(None, None)
             raise AssertionError(f"for img {img.shape}, p={p}: {e}{hint}") from None
         name = f"out for img {img.shape}, p={p}"
         if not _is_close(got, expected) and not np.isnan(got).all():
             for why, a in _patchify_mistakes(img, p).items():
                 if _is_close(got, a):
                     raise AssertionError(f"`{name}` holds the right pixels in the wrong places: {why}.")
+        if not _is_close(got, expected) and device.mode() == "gpu":  # a GPU reads out of bounds silently
+            found = _patchify_out_of_bounds(kernel, threads)
+            if found:
+                raise AssertionError(
+                    f"`{name}` is wrong, and the tracer, replaying your kernel on the CPU on an image of shape "
+                    f"{_PROBE[:4]} with p={_PROBE[4]}, finds it indexing outside an array.{found}"
+                )
         hint = (
             "a 3-D launch: x along the patch vector, y over the patches, z over the images, so "
             "`e, n, b = cuda.grid(3)`, and every thread with e < C*p*p writes out[b, n, e]."
