@@ -24,6 +24,9 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".cudalearn-installed"
 INSTALL = ["-e", ".[course,test,site]", "numba-cuda[cu12]"]
+#: PyTorch's own index of CPU-only wheels: without an NVIDIA GPU, torch comes from here (about 200 MB)
+#: instead of the package registry's Linux wheel, which is the CUDA build and pulls GBs of CUDA libraries
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def _say(msg: str) -> None:
@@ -33,6 +36,51 @@ def _say(msg: str) -> None:
 def _run(cmd: list[str], **kw) -> int:
     _say("$ " + " ".join(str(c) for c in cmd))
     return subprocess.call([str(c) for c in cmd], cwd=ROOT, **kw)
+
+
+def has_nvidia_gpu() -> bool:
+    """Whether this machine has an NVIDIA driver (its /proc entry on Linux, nvidia-smi elsewhere)."""
+    import shutil
+
+    return Path("/proc/driver/nvidia").exists() or shutil.which("nvidia-smi") is not None
+
+
+def pinned(name: str, constraints: Path = ROOT / "constraints.txt") -> str | None:
+    """The version constraints.txt pins `name` to, or None."""
+    for line in constraints.read_text().splitlines():
+        if line.split("==")[0].strip().lower() == name:
+            return line.split("==", 1)[1].strip()
+    return None
+
+
+def reachable(url: str, timeout: float = 10.0) -> bool:
+    """Whether `url` answers within `timeout` seconds (pip would retry for minutes before failing)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def torch_cpu_first(pip: list, gpu: bool | None = None, index: str = TORCH_CPU_INDEX) -> list | None:
+    """The pip command that installs the pinned torch's CPU build first, or None (with a GPU, on macOS, or
+    when PyTorch's CPU index cannot be reached: then the registry's build is used, and one line says so)."""
+    version = pinned("torch")
+    if version is None or sys.platform == "darwin":  # macOS wheels on the registry have no CUDA already
+        return None
+    if has_nvidia_gpu() if gpu is None else gpu:
+        return None
+    if not reachable(index + "/torch/"):
+        _say(
+            f"PyTorch's CPU wheel index ({index}) cannot be reached: installing torch from the package "
+            "registry instead (on Linux that is the CUDA build, a larger download)"
+        )
+        return None
+    # an extra index: torch's dependencies still come from the registry, at their pinned versions, and
+    # 2.13.0+cpu is preferred to the registry's 2.13.0 (a local version sorts after its public one)
+    return [*pip, "-c", "constraints.txt", "--extra-index-url", index, f"torch=={version}"]
 
 
 def setup() -> None:
@@ -48,6 +96,9 @@ def setup() -> None:
         if _run([sys.executable, "-m", "venv", VENV]) != 0:
             sys.exit("could not create .venv (on Debian/Ubuntu: apt install python3-venv)")
     pip = [PY, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    cpu_torch = torch_cpu_first(pip)
+    if cpu_torch is not None and _run(cpu_torch) != 0:
+        _say("the CPU build of torch did not install: installing torch from the package registry instead")
     if _run(pip + ["-c", "constraints.txt", *INSTALL]) != 0:
         sys.exit("pip install failed; see the messages above")
     STAMP.write_text(want)
