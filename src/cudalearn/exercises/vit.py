@@ -129,8 +129,8 @@ def check_patchify(
             found = _patchify_out_of_bounds(kernel, threads)
             if found:
                 raise AssertionError(
-                    f"`{name}` is wrong, and the tracer, replaying your kernel on the CPU on an image of shape "
-                    f"{_PROBE[:4]} with p={_PROBE[4]}, finds it indexing outside an array.{found}"
+                    f"`{name}` is wrong, and the tracer, replaying your kernel on the CPU on an image of "
+                    f"shape {_PROBE[:4]} with p={_PROBE[4]}, finds it indexing outside an array.{found}"
                 )
         hint = (
             "a 3-D launch: x along the patch vector, y over the patches, z over the images, so "
