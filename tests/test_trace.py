@@ -879,22 +879,22 @@ def test_ncu_command_profiles_the_child_into_a_csv_log():
 
 
 @cuda.jit
-def warp_sum(inp, out):
+def warp_match(inp, out):
     t = cuda.threadIdx.x
     v = inp[t]
-    v += cuda.shfl_down_sync(0xFFFFFFFF, v, 16)
+    v += cuda.match_any_sync(0xFFFFFFFF, v)
     out[t] = v
 
 
 @cuda.jit(device=True)
-def ballot(flag):
-    return cuda.ballot_sync(0xFFFFFFFF, flag)
+def match_all(flag):
+    return cuda.match_all_sync(0xFFFFFFFF, flag)
 
 
 @cuda.jit
-def uses_ballot(inp, out):
+def uses_match_all(inp, out):
     t = cuda.threadIdx.x
-    out[t] = ballot(inp[t] > 0)
+    out[t] = match_all(inp[t] > 0)[0]
 
 
 @cuda.jit
@@ -903,27 +903,29 @@ def atomic_nanmax(inp, out):
 
 
 def test_an_unmodelled_cuda_call_names_the_call_the_kernel_and_the_line():
-    """A warp shuffle, a ballot in a device function, an atomic the tracer lacks: TraceUnsupported."""
+    """A warp match, a match in a device function, an atomic the tracer lacks: TraceUnsupported."""
     x = np.ones(32, np.float32)
-    with pytest.raises(TraceUnsupported) as shuffle:
-        trace(warp_sum, 1, 32, x, np.zeros(32, np.float32))
-    e, line = shuffle.value, line_of(warp_sum, "shfl_down_sync")
+    with pytest.raises(TraceUnsupported) as match:
+        trace(warp_match, 1, 32, x, np.zeros(32, np.float32))
+    e, line = match.value, line_of(warp_match, "match_any_sync")
     assert isinstance(e, TraceError) and (e.name, e.kernel, e.line) == (
-        "cuda.shfl_down_sync",
-        "warp_sum",
+        "cuda.match_any_sync",
+        "warp_match",
         line,
     )
     msg = str(e)
-    assert "does not model `cuda.shfl_down_sync` (a warp-level intrinsic" in msg
-    assert f"kernel `warp_sum` uses it on line {line} (`v += cuda.shfl_down_sync(0xFFFFFFFF, v, 16)`)" in msg
-    with pytest.raises(TraceUnsupported, match=r"kernel `uses_ballot` \(in its device function `ballot`\)"):
-        trace(uses_ballot, 1, 32, x, np.zeros(32, np.float32))
+    assert "does not model `cuda.match_any_sync` (a warp-level intrinsic" in msg
+    assert f"kernel `warp_match` uses it on line {line} (`v += cuda.match_any_sync(0xFFFFFFFF, v)`)" in msg
+    with pytest.raises(
+        TraceUnsupported, match=r"kernel `uses_match_all` \(in its device function `match_all`\)"
+    ):
+        trace(uses_match_all, 1, 32, x, np.zeros(32, np.float32))
     with pytest.raises(TraceUnsupported, match=r"`cuda\.atomic\.nanmax` \(an atomic; modelled: add, sub"):
         trace(atomic_nanmax, 1, 32, x, np.zeros(1, np.float32))
     from cudalearn import checks
 
     with pytest.raises(AssertionError, match="could not run your kernel: cudalearn.trace does not model"):
-        checks.trace_kernel(warp_sum, 1, 32, x, np.zeros(32, np.float32))
+        checks.trace_kernel(warp_match, 1, 32, x, np.zeros(32, np.float32))
 
 
 @cuda.jit

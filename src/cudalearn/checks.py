@@ -238,6 +238,8 @@ def _out_of_bounds(e: IndexError, kernel: Any = None, griddim: Any = None, block
     from cudalearn.trace import TraceOutOfBounds, trace
     from cudalearn.trace.model import MAX_THREADS, dim3
 
+    if isinstance(e, TraceOutOfBounds):  # the tracer ran the launch (launch.run): its report, no replay
+        return AssertionError(f"your kernel indexed outside an array (found by the tracer): {e}")
     if kernel is not None:
         try:
             threads = math.prod(dim3(griddim, "griddim")) * math.prod(dim3(blockdim, "blockdim"))
@@ -271,11 +273,18 @@ def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any, float32_onl
     names = _arg_names(kernel, len(args))
     ptx.check_kernel(kernel, args, float32_only=float32_only, names=names)
     if device.mode() == "sim":
+        from cudalearn import launch
+        from cudalearn.trace import TraceError
+
         host = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
         try:
-            kernel[griddim, blockdim](*host)
+            launch.run(kernel, griddim, blockdim, *host)  # the tracer runs what the simulator lacks
         except IndexError as e:  # the simulator names neither thread nor line: replay under the tracer
             raise _out_of_bounds(e, kernel, griddim, blockdim, args) from None
+        except TraceError as e:  # a warp intrinsic's mask the GPU would not honour (WarpError), or worse
+            raise AssertionError(
+                f"the tracer, which runs your kernel's warp intrinsics here, found: {e}"
+            ) from None
         return host
     from cudalearn.guard import Guarded
 

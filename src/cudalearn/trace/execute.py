@@ -1,4 +1,5 @@
-"""Running a kernel's Python source on the CPU: instrumented, barriers as yields, block by block (Ch. 2).
+"""Running a kernel's Python source on the CPU: instrumented, barriers and warp intrinsics as yields,
+block by block (Chapters 2, 10).
 
 The kernel sees `fake_cuda.FakeCuda` as its `cuda`; its arrays are `recorder.TracedArray`s.
 """
@@ -14,6 +15,7 @@ import weakref
 
 import numpy as np
 
+from cudalearn.trace import warp
 from cudalearn.trace.fake_cuda import FakeCuda
 from cudalearn.trace.model import (
     MAX_BLOCK_THREADS,
@@ -61,11 +63,14 @@ def _names(code):
     return out
 
 
-class _BarrierToYield(ast.NodeTransformer):
-    """Rewrite cuda.syncthreads*(v) calls into `(yield (op, v))`."""
+class _SyncToYield(ast.NodeTransformer):
+    """Rewrite barriers into `(yield (op, v))`, warp intrinsics into `(yield ("warp", (name, site, args)))`
+    and calls of device functions that (transitively) use them into `(yield from f(...))` (Chapter 10)."""
 
-    def __init__(self, env, cuda_module):
-        self.env, self.cuda, self.found = env, cuda_module, 0
+    def __init__(self, env, cuda_module, file, yields=lambda obj: False):
+        self.env, self.cuda, self.file, self.yields = env, cuda_module, file, yields
+        self.found = self.warp = 0  # barriers, warp events (and yielding calls) rewritten
+        self.injected = {}  # name -> a yielding device function reached through an attribute
 
     def _resolve(self, node):
         if isinstance(node, ast.Name):
@@ -74,19 +79,48 @@ class _BarrierToYield(ast.NodeTransformer):
             return getattr(self._resolve(node.value), node.attr, None)
         return None
 
+    def _cuda_name(self, f):
+        """The name of the numba.cuda function f names (`cuda.syncthreads`, `shfl_down_sync`), or None."""
+        if self.cuda is None:
+            return None
+        if isinstance(f, ast.Attribute) and self._resolve(f.value) is self.cuda:
+            return f.attr
+        if isinstance(f, ast.Name) and f.id in self.env:
+            obj = self.env[f.id]
+            return next((n for n in (*_BARRIERS, *warp.OPS) if obj is getattr(self.cuda, n, _NONE)), None)
+        return None
+
     def visit_Call(self, node):
         self.generic_visit(node)
-        f, op = node.func, None
-        if isinstance(f, ast.Attribute) and f.attr in _BARRIERS and self._resolve(f.value) is self.cuda:
-            op = _BARRIERS[f.attr]
-        elif isinstance(f, ast.Name) and self.cuda is not None and f.id in self.env:
-            obj = self.env[f.id]
-            op = next((o for n, o in _BARRIERS.items() if obj is getattr(self.cuda, n, 0)), None)
-        if op is None:
+        name = self._cuda_name(node.func)
+        if name in _BARRIERS:
+            self.found += 1
+            arg = node.args[0] if node.args else ast.Constant(None)
+            return ast.copy_location(
+                ast.Yield(ast.Tuple([ast.Constant(_BARRIERS[name]), arg], ast.Load())), node
+            )
+        if name in warp.OPS:
+            arity = warp.OPS[name]
+            if node.keywords or len(node.args) not in (arity if isinstance(arity, tuple) else (arity,)):
+                raise TraceError(
+                    f"line {node.lineno}: call cuda.{name} with {arity} positional argument(s), as numba does"
+                )
+            self.warp += 1
+            site = ast.Constant((self.file, node.lineno, node.col_offset))
+            event = ast.Tuple([ast.Constant(name), site, ast.Tuple(node.args, ast.Load())], ast.Load())
+            return ast.copy_location(ast.Yield(ast.Tuple([ast.Constant("warp"), event], ast.Load())), node)
+        target = None if name else self._resolve(node.func)
+        if target is None or not self.yields(target):
             return node
-        self.found += 1
-        arg = node.args[0] if node.args else ast.Constant(None)
-        return ast.copy_location(ast.Yield(ast.Tuple([ast.Constant(op), arg], ast.Load())), node)
+        self.warp += 1
+        if not isinstance(node.func, ast.Name):  # mod.warp_sum(v): call the instrumented one by a name
+            alias = f"_cudalearn_device_{len(self.injected)}"
+            self.injected[alias] = target
+            node.func = ast.copy_location(ast.Name(alias, ast.Load()), node.func)
+        return ast.copy_location(ast.YieldFrom(node), node)
+
+
+_NONE = object()
 
 
 class _ReturnToExit(ast.NodeTransformer):
@@ -150,22 +184,46 @@ def _function_tree(fn):
     return tree, fdef
 
 
+def _cells(fn):
+    """fn's closure variables: name -> value."""
+    return dict(zip(fn.__code__.co_freevars, map(_cell_value, fn.__closure__ or ()), strict=True))
+
+
+def _yields(obj, cuda_module, memo):
+    """Whether obj is a device function that (transitively) calls a barrier or a warp intrinsic: then it
+    runs as a generator, and its callers `yield from` it (Chapter 10)."""
+    if not _is_cuda_function(obj):
+        return False
+    fn = _python_function(obj)
+    if id(fn) not in memo:
+        memo[id(fn)] = False  # a recursive call does not make it yield
+        env = {**fn.__globals__, **_cells(fn)}
+        scan = _SyncToYield(
+            env, cuda_module, fn.__code__.co_filename, lambda o: _yields(o, cuda_module, memo)
+        )
+        scan.visit(_function_tree(fn)[1])
+        memo[id(fn)] = bool(scan.warp or scan.found)
+    return memo[id(fn)]
+
+
 def _instrument(fn, fake, memo, kernel):
     """fn recompiled from its syntax tree with `cuda` -> fake and device functions instrumented."""
     if id(fn) in memo:
         return memo[id(fn)]
     tree, fdef = _function_tree(fn)
     cuda_module = sys.modules.get("numba.cuda")
-    cells = dict(zip(fn.__code__.co_freevars, map(_cell_value, fn.__closure__ or ()), strict=True))
-    barriers = _BarrierToYield({**fn.__globals__, **cells}, cuda_module)
-    barriers.visit(fdef)
+    cells = _cells(fn)
+    yields = memo.setdefault("yields", {})
+    syncs = _SyncToYield(
+        {**fn.__globals__, **cells},
+        cuda_module,
+        fn.__code__.co_filename,
+        lambda o: _yields(o, cuda_module, yields),
+    )
+    syncs.visit(fdef)
     if kernel:
         fdef.body = [_ReturnToExit().visit(stmt) for stmt in fdef.body]
         fdef.body = [x for stmt in fdef.body for x in (stmt if isinstance(stmt, list) else [stmt])]
-    if barriers.found and not kernel:
-        raise TraceError(
-            f"device function {fn.__name__} calls syncthreads; the tracer allows it in kernels only"
-        )
 
     def swap(v):
         if v is cuda_module and v is not None:
@@ -183,6 +241,8 @@ def _instrument(fn, fake, memo, kernel):
     memo[id(fn)] = new
     for name in _names(fn.__code__) & env.keys():
         env[name] = swap(env[name])
+    for name, target in syncs.injected.items():
+        env[name] = swap(target)
     if kernel and not inspect.isgeneratorfunction(new):
         plain = new
 
@@ -251,45 +311,104 @@ def trace(kernel, griddim, blockdim, *args) -> TraceReport:
 
 
 def _run_block(rec, fake, run, args, block):
-    """Run one block's threads phase by phase: each thread, in warp order, to its next barrier."""
+    """Run one block's threads phase by phase: each thread, in warp order, to its next barrier.
+
+    Within a phase a thread stops at each warp event too; when every lane it waits for is there, the
+    warp's group completes (`warp.resolve`) and its lanes run on (Chapter 10).
+    """
     bx, by, bz = rec.blockdim
     threads = [(x, y, z) for z in range(bz) for y in range(by) for x in range(bx)]
     dims = [Dim3(*t) for t in threads]
+    n = len(threads)
     fake.blockIdx = Dim3(*block)
     rec.begin_block(block)
     counts = [{} for _ in threads]
     gens = [run(*args) for _ in threads]
-    sends = [None] * len(threads)
-    live = list(range(len(threads)))
+    sends = [None] * n
+    gone, at_barrier = {}, {}  # thread id -> line it returned on (0: ran to the end) / barrier it waits at
+    name, file = fake._kernel, rec.kernel_file
+    warps = [
+        warp.Warp(f, min(WARP_SIZE, n - f), name, file, block, threads, gone, at_barrier, (bx, by))
+        for f in range(0, n, WARP_SIZE)
+    ]
+    live = list(range(n))
     while live:
         waiting, exited, returned = [], [], {}
-        for tid in live:
-            rec.lane, rec.warp = tid % WARP_SIZE, tid // WARP_SIZE
-            rec.thread, rec.counts, fake.threadIdx = threads[tid], counts[tid], dims[tid]
-            rec.mine = mine = set()  # the shared addresses this thread writes in this phase
-            gen = gens[tid]
-            try:
-                op, value = gen.send(sends[tid])
-                if op == "exit":  # a `return` in the kernel (rewritten by _ReturnToExit)
-                    returned[tid] = gen.gi_frame.f_lineno
-                    gen.send(None)  # runs the return: StopIteration
-            except StopIteration:
-                op = None
-            except (TraceOutOfBounds, TraceError):
-                raise
-            except Exception as e:
-                e.add_note(f"(raised by thread {threads[tid]} of block {block} under cudalearn.trace)")
-                raise
-            if mine:
-                rec.phase_mines.append(mine)
-            if op is None:
-                exited.append(tid)
-            else:
-                waiting.append((tid, op, value, gen.gi_frame.f_lineno))
+        mines = [None] * n  # the shared addresses each thread writes in this phase
+        held = {}  # warp index -> {lane: (name, site, args)} of its lanes at a warp event
+        ready = live
+        while ready:
+            for tid in ready:
+                w = tid // WARP_SIZE
+                rec.lane, rec.warp = tid % WARP_SIZE, w
+                rec.thread = threads[tid] if not warps[w].epoch else warps[w].actor(tid)
+                rec.counts, fake.threadIdx = counts[tid], dims[tid]
+                mine = mines[tid]
+                if mine is None:
+                    mine = mines[tid] = set()
+                rec.mine = mine
+                gen = gens[tid]
+                try:
+                    op, value = gen.send(sends[tid])
+                    if op == "exit":  # a `return` in the kernel (rewritten by _ReturnToExit)
+                        returned[tid] = gen.gi_frame.f_lineno
+                        gen.send(None)  # runs the return: StopIteration
+                except StopIteration:
+                    op = None
+                except (TraceOutOfBounds, TraceError):
+                    raise
+                except Exception as e:
+                    e.add_note(f"(raised by thread {threads[tid]} of block {block} under cudalearn.trace)")
+                    raise
+                if op == "warp":
+                    held.setdefault(w, {})[tid % WARP_SIZE] = value
+                elif op is None:
+                    exited.append(tid)
+                    gone[tid] = returned.get(tid, 0)
+                else:
+                    line = _barrier_line(gen, file)
+                    waiting.append((tid, op, value, line))
+                    at_barrier[tid] = line
+            ready = _warp_round(rec, warps, held, sends, mines) if held else ()
+        rec.phase_mines.extend(m for m in mines if m)
         rec.end_phase()
+        waiting.sort()  # in thread order (warp events may have reordered the arrivals)
+        exited.sort()
         _barrier_results(rec, waiting, exited, returned, sends, threads, block)
         live = [w[0] for w in waiting]
+        at_barrier.clear()
+        for w in warps:
+            w.epoch = 0
     rec.end_block()
+
+
+def _barrier_line(gen, file):
+    """The line of the barrier a thread waits at: in a device function of the kernel's file, its own line;
+    in another file's, the line of the kernel's call."""
+    line, sub = gen.gi_frame.f_lineno, gen.gi_yieldfrom
+    while sub is not None and getattr(sub, "gi_frame", None) is not None:
+        if sub.gi_frame.f_code.co_filename == file:
+            line = sub.gi_frame.f_lineno
+        sub = sub.gi_yieldfrom
+    return line
+
+
+def _warp_round(rec, warps, held, sends, mines):
+    """Complete what each warp's waiting lanes can (warp.resolve); the thread ids to run on, in order."""
+    ready = []
+    for w in sorted(held):
+        lanes, wp = held[w], warps[w]
+        epoch = wp.epoch
+        ready += warp.resolve(wp, lanes, sends, rec.report)
+        if wp.epoch != epoch:  # a full-warp syncwarp: each lane's later reads see the others' writes
+            written = set().union(*(m for m in mines[wp.first : wp.first + wp.nlanes] if m))
+            for tid in range(wp.first, wp.first + wp.nlanes):
+                if mines[tid] is None:
+                    mines[tid] = set()
+                mines[tid] |= written
+        if not lanes:
+            del held[w]
+    return sorted(ready)
 
 
 def _barrier_results(rec, waiting, exited, returned, sends, threads, block):

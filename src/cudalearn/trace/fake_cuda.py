@@ -1,8 +1,9 @@
 """The `cuda` a traced kernel sees: shared, local and constant arrays, atomics, thread coordinates (Ch. 2).
 
 `FakeCuda` stands in for the `cuda` module inside a traced kernel and its device functions; what
-it does not define (warp intrinsics, cooperative groups...) raises `TraceUnsupported`, naming the
-call, the kernel and the line, instead of falling through to numba.
+it does not define (match_*_sync, cooperative groups...) raises `TraceUnsupported`, naming the
+call, the kernel and the line, instead of falling through to numba. The warp intrinsics are yields
+(`execute._SyncToYield`, `warp.resolve`), not methods (Chapter 10).
 """
 
 import linecache
@@ -24,12 +25,7 @@ from cudalearn.trace.recorder import TracedArray
 _ATOMICS = "add, sub, max, min, exch, and_, or_, xor, inc, dec and cas"  # the cuda.atomic it models
 _WARP = "a warp-level intrinsic: the lanes of a warp exchange values in lockstep"
 _KINDS = {  # what a CUDA function the tracer does not model is, for its message
-    **dict.fromkeys(
-        ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "all_sync", "any_sync", "eq_sync"),
-        _WARP,
-    ),
-    **dict.fromkeys(("ballot_sync", "match_any_sync", "match_all_sync", "activemask", "lanemask_lt"), _WARP),
-    "vote_sync_intrinsic": _WARP,
+    **dict.fromkeys(("match_any_sync", "match_all_sync", "vote_sync_intrinsic"), _WARP),
     "cg": "cooperative groups (a grid-wide barrier)",
     "fp16": "half-precision intrinsics",
     "libdevice": "libdevice math functions",
@@ -123,6 +119,7 @@ def _atomic_op(update):
     """A cuda.atomic method from update(old, val) -> new."""
 
     def op(self, ary, idx, val):
+        self._rec.report.atomics += 1
         return _atomic(ary, idx, lambda old: update(old, val), sys._getframe(1))
 
     return op
@@ -143,10 +140,11 @@ class _Atomic:
     dec = _atomic_op(lambda old, v: v if old == 0 or old > v else old - 1)
 
     def cas(self, ary, idx, old, val):
+        self._rec.report.atomics += 1
         return _atomic(ary, idx, lambda cur: val if cur == old else cur, sys._getframe(1))
 
-    def __init__(self, kernel=""):
-        self._kernel = kernel
+    def __init__(self, rec, kernel=""):
+        self._rec, self._kernel = rec, kernel
 
     def __getattr__(self, name):
         if name.startswith("__"):
@@ -166,7 +164,7 @@ class FakeCuda:
         self.gridDim, self.blockDim = Dim3(*rec.griddim), Dim3(*rec.blockdim)
         self.threadIdx = self.blockIdx = Dim3(0, 0, 0)
         self.shared, self.local, self.const = _Shared(rec), _Local(), _Const()
-        self.atomic = _Atomic(kernel)
+        self.atomic = _Atomic(rec, kernel)
 
     @property
     def laneid(self):
@@ -185,8 +183,11 @@ class FakeCuda:
         return size[0] if ndim == 1 else size[:ndim]
 
     def syncthreads(self, *args):
-        """Reached only when a barrier was not rewritten (e.g. in a device function)."""
-        raise TraceError("the tracer supports cuda.syncthreads() only as a call written in the kernel")
+        """Reached only when a barrier was not rewritten (called through another name)."""
+        raise TraceError(
+            "the tracer supports cuda.syncthreads() only as a call written `cuda.syncthreads()` in a kernel"
+            " or device function, not through another variable"
+        )
 
     syncthreads_count = syncthreads_and = syncthreads_or = syncthreads
 
@@ -195,8 +196,38 @@ class FakeCuda:
 
     threadfence_block = threadfence_system = threadfence
 
-    def syncwarp(self, mask=0xFFFFFFFF):
-        pass
+    def _direct_only(self, *args):
+        """Reached only when a warp intrinsic's call was not rewritten (called through another name)."""
+        raise TraceError(
+            "the tracer runs warp intrinsics (cuda.shfl_*_sync, the votes, activemask, syncwarp) only as"
+            " calls written `cuda.<name>(...)` in a kernel or device function, not through another variable"
+        )
+
+    shfl_sync = shfl_up_sync = shfl_down_sync = shfl_xor_sync = _direct_only
+    ballot_sync = all_sync = any_sync = eq_sync = activemask = syncwarp = _direct_only
+
+    def lanemask_lt(self):
+        """The lanes below this one, a uint32 (numba: uint32)."""
+        return np.uint32((1 << self._rec.lane) - 1)
+
+    def popc(self, v):
+        """Set bits of an int, over its width (a Python int is an int64 to numba)."""
+        return bin(int(v) & ((1 << _bits(v)) - 1)).count("1")
+
+    def ffs(self, v):
+        """1 + the position of the lowest set bit of the low 32 bits, 0 if none (numba's ffs)."""
+        v = int(v) & 0xFFFFFFFF
+        return (v & -v).bit_length()
+
+    def clz(self, v):
+        """Leading zeros of an int over its width."""
+        width = _bits(v)
+        return width - (int(v) & ((1 << width) - 1)).bit_length()
+
+    def brev(self, v):
+        """The bits of an int reversed over its width."""
+        width = _bits(v)
+        return int(format(int(v) & ((1 << width) - 1), f"0{width}b")[::-1], 2)
 
     def fma(self, a, b, c):
         return a * b + c
@@ -212,6 +243,11 @@ class FakeCuda:
         if _is_numba_type(value):
             return value
         raise _unsupported(name, sys._getframe(1), self._kernel)
+
+
+def _bits(v):
+    """The width in bits of an integer as numba types it."""
+    return np.dtype(type(v)).itemsize * 8 if isinstance(v, np.integer) else 64
 
 
 def _is_numba_type(value):

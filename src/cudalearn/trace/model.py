@@ -1,4 +1,4 @@
-"""The tracer's machine model: constants, errors and thread coordinates (Chapters 2-4)."""
+"""The tracer's machine model: constants, errors and thread coordinates (Chapters 2-4, 10)."""
 
 import numpy as np
 
@@ -26,6 +26,17 @@ class TraceUnsupported(TraceError):
     def __init__(self, message, name, kernel, line):
         super().__init__(message)
         self.name, self.kernel, self.line = name, kernel, line
+
+
+class WarpError(TraceError):
+    """A warp intrinsic whose mask names a lane not at the same call, or a shuffle outside it (Chapter 10).
+
+    On a GPU: undefined behaviour (a wrong value or a hang). kernel and line locate the call.
+    """
+
+    def __init__(self, message, kernel, line):
+        super().__init__(message)
+        self.kernel, self.line = kernel, line
 
 
 class TraceOutOfBounds(IndexError):

@@ -237,6 +237,8 @@ class TraceReport(Counts):
     uninitialized: list = field(default_factory=list)  # the first MAX_FINDINGS UninitializedReads
     uninitialized_reads: int = 0
     kept_requests: dict = field(default_factory=dict)  # (block, warp, line, k) -> [SharedRequest]
+    warp_ops: dict = field(default_factory=dict)  # intrinsic name -> executions, one per warp per call
+    atomics: int = 0  # atomic operations executed, one per thread per call
 
     def __repr__(self):
         return (
@@ -267,6 +269,9 @@ class TraceReport(Counts):
             shown = f" (first {len(kept)})" if self.uninitialized_reads > len(kept) else ""
             out += [f"{self.uninitialized_reads} uninitialized shared reads{shown}:"]
             out += [f"  {u}" for u in kept]
+        if self.warp_ops:
+            ops = ", ".join(f"{n} {c}" for n, c in sorted(self.warp_ops.items()))
+            out.append(f"warp-level executions (one per warp per call): {ops}; atomics: {self.atomics}")
         out += [f"warning: {w}" for w in self.warnings]
         return "\n".join(out)
 
