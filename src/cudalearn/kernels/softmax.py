@@ -1,0 +1,280 @@
+"""Row softmax and LayerNorm kernels of Chapter 10: one block or one warp per row, float32 throughout.
+
+Every kernel reads x (rows, cols) float32, C-contiguous, and writes y of the
+same shape (y may be x itself: each thread writes only what it read):
+
+* `softmax_block`: one block of SOFTMAX_BLOCK threads per row; the row's
+  maximum and sum go through `reductions.max_over_block` / `sum_over_block` (shared
+  memory and barriers). Three sweeps over the row: max, sum, write.
+* `softmax_warp`: one warp per row, ROWS_PER_BLOCK rows a block; lane l
+  takes columns l, l + 32, ...; max and sum by `warp_max` / `warp_sum`
+  (shuffles only). Three sweeps; the second and third re-read a row the
+  warp has just read (from L1 or L2 while it is still there).
+* `softmax_online`: one warp per row; the first sweep keeps a running
+  maximum m and a running sum d rescaled whenever m grows,
+  d = d * exp(m_old - m_new) + exp(x - m_new) (Milakov and Gimelshein,
+  "Online normalizer calculation for softmax", 2018), and the lanes' (m, d)
+  are merged with the same rule (`online_merge`; `online_update` is its
+  one-element case, one exp per element); the second sweep writes.
+* `layernorm`: one warp per row; y = (x - mean) / sqrt(var + eps) * gamma +
+  beta (Ba, Kiros and Hinton, "Layer Normalization", 2016; var is the
+  biased variance, as `torch.nn.functional.layer_norm` uses). Each lane
+  runs Welford's update over its columns (`welford_update`), and the lanes'
+  (count, mean, M2) are merged by Chan, Golub and LeVeque's pairwise rule
+  (`welford_merge`) through shuffles (`warp_welford`).
+
+Numerically stable: every exponent is x - (the row's maximum) <= 0, so no
+exp overflows, whatever the values. All arithmetic is float32: `math.exp`
+and `math.sqrt` of a float32 lower to the float32 functions (libdevice's
+`__nv_expf`, `sqrt.rn.f32`), and the constants are float32 (the PTX has no f64; tests
+check it). Every lane of a warp works on the same row, so a warp either
+skips a row past the end as a whole or runs every shuffle with FULL_MASK.
+"""
+
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from cudalearn import launch
+from cudalearn.kernels.reductions import (
+    FULL_MASK,
+    WARPS,
+    kernel_name,
+    max_over_block,
+    sum_over_block,
+    warp_max,
+    warp_sum,
+)
+
+SIGNATURES = {
+    "softmax_block": "void(float32[:, ::1], float32[:, ::1])",
+    "softmax_warp": "void(float32[:, ::1], float32[:, ::1])",
+    "softmax_online": "void(float32[:, ::1], float32[:, ::1])",
+    "layernorm": "void(float32[:, ::1], float32[::1], float32[::1], float32[:, ::1], float32)",
+}
+
+#: Threads of `softmax_block`'s blocks (one block per row); at most reductions.BLOCK.
+SOFTMAX_BLOCK = 256
+#: Rows (warps) per block of the one-warp-per-row kernels: blocks of (32, ROWS_PER_BLOCK) threads.
+ROWS_PER_BLOCK = 4
+#: -infinity as a float32 constant: the running maximum before any element.
+NEG_INF = np.float32(-np.inf)
+
+
+# The online rule and Welford's: one home each, used per element and across lanes -------------
+
+
+@cuda.jit(device=True, inline="always")
+def online_merge(m_a, d_a, m_b, d_b):
+    """(m, d) of two parts of a row: m = max(m_a, m_b), d = d_a e^(m_a - m) + d_b e^(m_b - m) (Chapter 10).
+
+    (m_a, d_a) and (m_b, d_b) are the running maximum and the sum of
+    exp(x - m) of two sets of elements; one element x is the part (x, 1).
+    Two empty parts (-inf, 0) give (-inf, 0), not the NaN of -inf - -inf.
+    """
+    m = max(m_a, m_b)
+    if m == NEG_INF:
+        return m, float32(0.0)
+    return m, d_a * math.exp(m_a - m) + d_b * math.exp(m_b - m)
+
+
+@cuda.jit(device=True, inline="always")
+def online_update(m, d, v):
+    """`online_merge` of (m, d) with one element v, one exp: one of the two terms is e^0 = 1 (Chapter 10).
+
+    A row of -inf only (fully masked) gives NaN, as `torch.softmax` does.
+    """
+    if v > m:
+        return v, d * math.exp(m - v) + float32(1.0)
+    return m, d + math.exp(v - m)
+
+
+@cuda.jit(device=True, inline="always")
+def warp_online(m, d):
+    """The lanes' (m, d) merged by `online_merge` in a shfl_xor_sync butterfly, in every lane (Chapter 10)."""
+    offset = 16
+    while offset > 0:
+        m_o = cuda.shfl_xor_sync(FULL_MASK, m, offset)
+        d_o = cuda.shfl_xor_sync(FULL_MASK, d, offset)
+        m, d = online_merge(m, d, m_o, d_o)
+        offset //= 2
+    return m, d
+
+
+@cuda.jit(device=True, inline="always")
+def welford_update(count, mean, m2, v):
+    """Welford's update of (count, mean, M2) by one value v; M2 = sum of squared deviations (Chapter 10)."""
+    count += float32(1.0)
+    delta = v - mean
+    mean += delta / count
+    m2 += delta * (v - mean)
+    return count, mean, m2
+
+
+@cuda.jit(device=True, inline="always")
+def welford_merge(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
+    """Chan, Golub and LeVeque's merge of two (count, mean, M2) summaries; empty parts allowed (Chapter 10).
+
+    n = n_a + n_b, delta = mean_b - mean_a, mean = mean_a + delta n_b / n,
+    M2 = M2_a + M2_b + delta^2 n_a n_b / n.
+    """
+    n = n_a + n_b
+    if n == float32(0.0):
+        return n, mean_a, m2_a
+    delta = mean_b - mean_a
+    w = n_b / n
+    return n, mean_a + delta * w, m2_a + m2_b + delta * delta * n_a * w
+
+
+@cuda.jit(device=True, inline="always")
+def warp_welford(count, mean, m2):
+    """The lanes' (count, mean, M2) merged by `welford_merge` in a shfl_xor_sync butterfly (Chapter 10).
+
+    The merge is not symmetric in its rounding, so at every step both lanes
+    of a pair merge (lower lane, upper lane): every lane ends with the same bits.
+    """
+    offset = 16
+    while offset > 0:
+        n_o = cuda.shfl_xor_sync(FULL_MASK, count, offset)
+        mean_o = cuda.shfl_xor_sync(FULL_MASK, mean, offset)
+        m2_o = cuda.shfl_xor_sync(FULL_MASK, m2, offset)
+        if cuda.laneid & offset:  # the partner is the lower lane: it goes first
+            count, mean, m2 = welford_merge(n_o, mean_o, m2_o, count, mean, m2)
+        else:
+            count, mean, m2 = welford_merge(count, mean, m2, n_o, mean_o, m2_o)
+        offset //= 2
+    return count, mean, m2
+
+
+# The kernels ----------------------------------------------------------------------------------
+
+
+@cuda.jit
+def softmax_block(x, y):
+    """y[r] = softmax(x[r]); one block of SOFTMAX_BLOCK threads per row, shared-memory reductions (Ch. 10)."""
+    scratch = cuda.shared.array(WARPS, float32)
+    row = cuda.blockIdx.x
+    cols = x.shape[1]
+    m = NEG_INF
+    for j in range(cuda.threadIdx.x, cols, cuda.blockDim.x):
+        m = max(m, x[row, j])
+    m = max_over_block(m, scratch)
+    d = float32(0.0)
+    for j in range(cuda.threadIdx.x, cols, cuda.blockDim.x):
+        d += math.exp(x[row, j] - m)
+    inv = float32(1.0) / sum_over_block(d, scratch)
+    for j in range(cuda.threadIdx.x, cols, cuda.blockDim.x):
+        y[row, j] = math.exp(x[row, j] - m) * inv
+
+
+@cuda.jit
+def softmax_warp(x, y):
+    """y[r] = softmax(x[r]); one warp per row, ROWS_PER_BLOCK rows a block, shuffles only (Chapter 10)."""
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < x.shape[0]:  # the same for all 32 lanes: the warp runs or skips the row as a whole
+        cols = x.shape[1]
+        m = NEG_INF
+        for j in range(lane, cols, 32):
+            m = max(m, x[row, j])
+        m = warp_max(m)
+        d = float32(0.0)
+        for j in range(lane, cols, 32):
+            d += math.exp(x[row, j] - m)
+        inv = float32(1.0) / warp_sum(d)
+        for j in range(lane, cols, 32):
+            y[row, j] = math.exp(x[row, j] - m) * inv
+
+
+@cuda.jit
+def softmax_online(x, y):
+    """y[r] = softmax(x[r]); one warp per row, max and sum in one sweep by the online rule (Chapter 10)."""
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < x.shape[0]:
+        cols = x.shape[1]
+        m = NEG_INF
+        d = float32(0.0)
+        for j in range(lane, cols, 32):
+            m, d = online_update(m, d, x[row, j])
+        m, d = warp_online(m, d)
+        inv = float32(1.0) / d
+        for j in range(lane, cols, 32):
+            y[row, j] = math.exp(x[row, j] - m) * inv
+
+
+@cuda.jit
+def layernorm(x, gamma, beta, y, eps):
+    """y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta; one warp per row, Welford + Chan (Ch. 10).
+
+    gamma, beta (cols,) float32; var is the biased variance M2 / cols.
+    """
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < x.shape[0]:
+        cols = x.shape[1]
+        count = float32(0.0)
+        mean = float32(0.0)
+        m2 = float32(0.0)
+        for j in range(lane, cols, 32):
+            count, mean, m2 = welford_update(count, mean, m2, x[row, j])
+        count, mean, m2 = warp_welford(count, mean, m2)
+        rstd = float32(1.0) / math.sqrt(m2 / count + eps)
+        for j in range(lane, cols, 32):
+            y[row, j] = (x[row, j] - mean) * rstd * gamma[j] + beta[j]
+
+
+# Host side -----------------------------------------------------------------------------------
+
+
+def rows_launch(kernel, rows: int):
+    """(griddim, blockdim) of a row kernel: one block per row, or one warp per row (Chapter 10)."""
+    if kernel_name(kernel) == "softmax_block":
+        return rows, SOFTMAX_BLOCK
+    return launch.blocks(rows, ROWS_PER_BLOCK), (32, ROWS_PER_BLOCK)
+
+
+def launch_rows(kernel, x, y, *extra):
+    """Run a row kernel of this module on x into y (host or device arrays) and return y (Chapter 10).
+
+    extra: layernorm's (gamma, beta, eps), passed in its signature's order
+    (x, gamma, beta, y, eps); the softmax kernels take none.
+    """
+    grid, block = rows_launch(kernel, x.shape[0])
+    if kernel_name(kernel) == "layernorm":
+        gamma, beta, eps = extra
+        launch.run(kernel, grid, block, x, gamma, beta, y, np.float32(eps))
+    else:
+        launch.run(kernel, grid, block, x, y, *extra)
+    return y
+
+
+def softmax_reference(x) -> np.ndarray:
+    """softmax of each row of x in NumPy: float64 arithmetic, max subtracted, rounded to float32 (Ch. 10)."""
+    x = np.asarray(x, np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def layernorm_reference(x, gamma, beta, eps) -> np.ndarray:
+    """LayerNorm of each row of x in NumPy (float64, biased variance), rounded to float32 (Chapter 10)."""
+    x = np.asarray(x, np.float64)
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    out = (x - mean) / np.sqrt(var + float(eps)) * np.asarray(gamma, np.float64) + np.asarray(
+        beta, np.float64
+    )
+    return out.astype(np.float32)
+
+
+def online_reference(x) -> tuple[np.ndarray, np.ndarray]:
+    """(m, d) of each row by the online rule, element after element in float64, for checks (Chapter 10)."""
+    x = np.asarray(x, np.float64)
+    m = np.full(x.shape[0], -np.inf)
+    d = np.zeros(x.shape[0])
+    for j in range(x.shape[1]):
+        m_new = np.maximum(m, x[:, j])
+        d = d * np.exp(m - m_new) + np.exp(x[:, j] - m_new)
+        m = m_new
+    return m, d
