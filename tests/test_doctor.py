@@ -42,8 +42,30 @@ def test_a_good_environment_has_no_problem():
 
 def test_numpy_25_with_numba_cuda_030_blocks_with_the_pin_as_fix():
     [(blocking, title, fix)] = titles(plant(versions={"numpy": "2.5.2", "numba-cuda": "0.30.4"}))
-    assert blocking and "numpy 2.5.2" in title and fix == 'pip install "numpy>=2.0,<2.5"'
+    assert blocking and "numpy 2.5.2" in title and fix.endswith('pip install "numpy>=2.0,<2.5"')
+    assert "cudalearn.setup()" in fix
     assert doctor.diagnose(plant(versions={"numpy": "2.5.2", "numba-cuda": "0.31.0"})) == []
+
+
+def test_numpy_25_with_the_alias_restored_is_reported_not_blocking():
+    env = plant(
+        versions={"numpy": "2.5.2", "numba-cuda": "0.30.4"}, compat=["numpy.row_stack = numpy.vstack"]
+    )
+    [(blocking, title, _)] = titles(env)
+    assert not blocking and "row_stack restored" in title
+
+
+def test_compat_restores_row_stack_on_a_numpy_without_it():
+    import types
+
+    import numpy as np
+
+    from cudalearn import compat
+
+    fake = types.SimpleNamespace(vstack=np.vstack, __version__="2.5.2")
+    assert compat.apply(fake) == ["numpy.row_stack = numpy.vstack"]
+    assert fake.row_stack is np.vstack and compat.apply(fake) == []
+    assert compat.apply(types.SimpleNamespace(vstack=np.vstack, row_stack=np.vstack)) == []
 
 
 def test_colab_cuda_python_conflict():

@@ -182,6 +182,9 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> RunInfo:
             print(_INFO.line())
         return _INFO
     chosen, reason = _decide(requested)
+    from cudalearn import compat
+
+    compat.apply()  # before any kernel compiles: numba-cuda 0.30 under numpy 2.5
     if chosen == "sim":
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         sys.setswitchinterval(SIM_SWITCH_INTERVAL)

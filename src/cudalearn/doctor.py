@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distributions, version
 from typing import Any
 
+from cudalearn import compat
+
 PACKAGES = ("numba", "numba-cuda", "numpy", "llvmlite", "torch", "cuda-bindings", "cuda-python")
 PIN_NUMBA_CUDA = "0.30.4"
 
@@ -140,6 +142,7 @@ def collect() -> dict[str, Any]:
             or n in ("nvidia-cuda-nvrtc", "nvidia-nvjitlink", "nvidia-cuda-runtime")
         ),
         "on_colab": "google.colab" in sys.modules or package_version("google-colab") is not None,
+        "compat": list(compat.APPLIED),
     }
 
 
@@ -148,13 +151,29 @@ def diagnose(env: dict[str, Any]) -> list[Problem]:
     problems = []
     v = env.get("versions", {})
     numpy_v, nc_v = _vtuple(v.get("numpy")), _vtuple(v.get("numba-cuda"))
-    if numpy_v >= (2, 5) and nc_v and nc_v <= (0, 30, 99):
+    if (
+        numpy_v >= (2, 5)
+        and nc_v
+        and nc_v <= (0, 30, 99)
+        and "numpy.row_stack = numpy.vstack" in env.get("compat", ())
+    ):
+        problems.append(
+            Problem(
+                False,
+                f"numpy {v['numpy']} with numba-cuda {v['numba-cuda']}: np.row_stack restored",
+                "numba-cuda 0.30 registers np.row_stack, which numpy 2.5 removed; cudalearn.setup() put "
+                "it back as an alias of np.vstack (cudalearn.compat), so kernels compile.",
+                'nothing to do; to run the exact pinned set instead: pip install "numpy>=2.0,<2.5"',
+            )
+        )
+    elif numpy_v >= (2, 5) and nc_v and nc_v <= (0, 30, 99):
         problems.append(
             Problem(
                 True,
                 f"numpy {v['numpy']} with numba-cuda {v['numba-cuda']}",
                 "numba-cuda 0.30 registers np.row_stack, which numpy 2.5 removed: the first kernel "
                 "compile dies with AttributeError: module 'numpy' has no attribute 'row_stack'.",
+                "run cudalearn.setup() before compiling a kernel (it restores the alias), or "
                 'pip install "numpy>=2.0,<2.5"',
             )
         )
