@@ -100,7 +100,11 @@ def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, blo
             f"C[y, x]: `col, row = cuda.grid(2)` (x runs along the columns of C; the grid is sized so)."
         )
     for step in (4, 8, 16, 32):
-        if (step, step) != tuple(block) and not written.all():  # blocks `step` apart: gaps, or overlaps
+        # blocks `step` apart: gaps between them, or (a GPU's larger blocks) overlaps that leave more than
+        # a block of rows or columns unwritten (a guard's mistake leaves at most one partial block)
+        reach = ((grid[1] - 1) * step + block[1], (grid[0] - 1) * step + block[0])
+        ambiguous = step < max(block) and (m - reach[0] <= block[1] and n - reach[1] <= block[0])
+        if (step, step) != tuple(block) and not written.all() and not ambiguous:
             covered_r = np.isin(rows, (np.arange(grid[1])[:, None] * step + np.arange(block[1])).ravel())
             covered_c = np.isin(cols, (np.arange(grid[0])[:, None] * step + np.arange(block[0])).ravel())
             if np.array_equal(written, covered_r & covered_c):
