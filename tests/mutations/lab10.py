@@ -1,0 +1,394 @@
+"""Lab 10 (softmax and reductions): wrong answers students write, and valid alternatives."""
+
+from mutations import valid, wrong
+
+LOOP = (
+    "    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):  # the grid-stride loop\n"
+    "        acc += x[i]"
+)
+ATOMIC = "    if tid == 0:\n        cuda.atomic.add(out, 0, s[0])"
+TREE_BARRIER = "        cuda.syncthreads()  # outside the if: every thread of the block reaches it\n"
+SHFL = "v += cuda.shfl_xor_sync(FULL_MASK, v, offset)"
+LANE0 = "if cuda.laneid == 0 and w < out.shape[0]:"
+LOAD = (
+    "    v = float32(0.0)\n    if i < x.shape[0]:\n        v = x[i]\n"
+    "    s = warp_sum(v)  # every lane calls it, those past the end of x with 0\n"
+)
+EXP = "math.exp(x[row, j] - m)"
+ROWS = "range(lane, n, 32)"
+SUM = "    s = cuda.shfl_sync(FULL_MASK, warp_sum(s), 0)  # lane 0's total, in every lane"
+XOR_MAX = "v = max(v, cuda.shfl_xor_sync(FULL_MASK, v, offset))"
+COMBINE = "    m = max(m_a, m_b)\n    return m, d_a * math.exp(m_a - m) + d_b * math.exp(m_b - m)"
+
+MUTATIONS = [
+    # Exercise 1: block_sum ------------------------------------------------------------------------
+    wrong(
+        "sum-no-grid-stride",
+        "array_sum",
+        "one element per thread: no grid-stride loop, though the grid has fewer threads than elements",
+        r"grid's stride",
+        (LOOP, "    i = cuda.grid(1)\n    if i < x.shape[0]:\n        acc += x[i]"),
+    ),
+    wrong(
+        "sum-no-first-barrier",
+        "array_sum",
+        "no barrier between writing the partials and the tree",
+        r"race",
+        ("    s[tid] = acc\n    cuda.syncthreads()\n", "    s[tid] = acc\n"),
+    ),
+    wrong(
+        "sum-no-tree-barrier",
+        "array_sum",
+        "no barrier between the steps of the tree",
+        r"race",
+        (TREE_BARRIER, ""),
+    ),
+    wrong(
+        "sum-barrier-in-if",
+        "array_sum",
+        "the tree's barrier inside `if tid < stride:`",
+        r"syncthreads",
+        (
+            "            s[tid] += s[tid + stride]\n" + TREE_BARRIER,
+            "            s[tid] += s[tid + stride]\n    " + TREE_BARRIER,
+        ),
+    ),
+    wrong(
+        "sum-every-thread-adds-total",
+        "array_sum",
+        "every thread of the block adds s[0] to out[0]",
+        r"only one thread per block",
+        (ATOMIC, "    cuda.atomic.add(out, 0, s[0])"),
+    ),
+    wrong(
+        "sum-atomic-per-thread",
+        "array_sum",
+        "each thread adds its own partial atomically (right sum, one atomic per thread)",
+        r"atomic operations .*expected \d+: one per block",
+        (ATOMIC, "    cuda.atomic.add(out, 0, acc)"),
+    ),
+    wrong(
+        "sum-plain-add",
+        "array_sum",
+        "out[0] += s[0] instead of an atomic: blocks race on out[0]",
+        r"race",
+        ("cuda.atomic.add(out, 0, s[0])", "out[0] += s[0]"),
+    ),
+    wrong(
+        "sum-float64-acc",
+        "array_sum",
+        "acc = 0.0: a float64 accumulator",
+        r"float64",
+        ("acc = float32(0.0)", "acc = 0.0"),
+    ),
+    wrong(
+        "sum-stops-at-2",
+        "array_sum",
+        "the tree stops before stride 1",
+        r"one step early",
+        ("while stride > 0:", "while stride > 1:"),
+    ),
+    wrong(
+        "sum-idle-threads-skip-slot",
+        "array_sum",
+        "threads with no element leave their shared slot unwritten",
+        r"initcheck|never wrote|not written|uninitiali",
+        ("    s[tid] = acc\n", "    if cuda.grid(1) < x.shape[0]:\n        s[tid] = acc\n"),
+    ),
+    wrong(
+        "sum-early-return",
+        "array_sum",
+        "threads past the end return before the barriers",
+        r"return",
+        (
+            "    acc = float32(0.0)\n",
+            "    if cuda.grid(1) >= x.shape[0]:\n        return\n    acc = float32(0.0)\n",
+        ),
+    ),
+    wrong(
+        "sum-stride-from-block",
+        "array_sum",
+        "the tree starts at stride = BLOCK",
+        r"outside",
+        ("stride = BLOCK // 2", "stride = BLOCK"),
+    ),
+    wrong(
+        "sum-global-tid",
+        "array_sum",
+        "indexes the shared array with the global thread index",
+        r"outside",
+        ("tid = cuda.threadIdx.x", "tid = cuda.grid(1)"),
+    ),
+    valid("sum-block-128", "array_sum", "blocks of 128 threads", ("BLOCK = 64", "BLOCK = 128")),
+    valid(
+        "sum-while-stride",
+        "array_sum",
+        "a while grid-stride loop and a shift for the stride",
+        (
+            LOOP,
+            "    i = cuda.grid(1)\n    while i < x.shape[0]:\n"
+            "        acc += x[i]\n        i += cuda.gridsize(1)",
+        ),
+        ("stride //= 2", "stride >>= 1"),
+    ),
+    valid(
+        "sum-last-thread-adds",
+        "array_sum",
+        "the block's last thread does the atomic",
+        ("    if tid == 0:\n", "    if tid == BLOCK - 1:\n"),
+    ),
+    # Exercise 2: warp_sum and warp_sums -------------------------------------------------------------
+    wrong(
+        "warp-half-mask",
+        "warp_sums",
+        "mask 0xFFFF: half the lanes, though all 32 call the shuffle",
+        r"warp-level error",
+        (SHFL, "v += cuda.shfl_xor_sync(0xFFFF, v, offset)"),
+    ),
+    wrong(
+        "warp-shfl-up",
+        "warp_sums",
+        "shfl_up_sync instead of shfl_down_sync",
+        r"shfl_up_sync moves values up",
+        (SHFL, "v += cuda.shfl_up_sync(FULL_MASK, v, offset)"),
+    ),
+    wrong(
+        "warp-lane-31",
+        "warp_sums",
+        "a shfl_down_sync tree, and lane 31 writes the warp's sum",
+        r"written by lane 31",
+        (SHFL, "v += cuda.shfl_down_sync(FULL_MASK, v, offset)"),
+        (LANE0, "if cuda.laneid == 31 and w < out.shape[0]:"),
+    ),
+    wrong(
+        "warp-partial-skips",
+        "warp_sums",
+        "lanes past the end of x skip the shuffle (a partial warp)",
+        r"warp-level error",
+        (LOAD, "    s = float32(0.0)\n    if i < x.shape[0]:\n        s = warp_sum(x[i])\n"),
+    ),
+    wrong(
+        "warp-early-return",
+        "warp_sums",
+        "lanes past the end of x return before the shuffle",
+        r"warp-level error",
+        (
+            "    i = cuda.grid(1)\n    v = float32(0.0)\n",
+            "    i = cuda.grid(1)\n    if i >= x.shape[0]:\n        return\n    v = float32(0.0)\n",
+        ),
+    ),
+    wrong(
+        "warp-offset-32",
+        "warp_sums",
+        "the offsets start at 32",
+        r"twice the right one",
+        ("    offset = 16\n", "    offset = 32\n"),
+    ),
+    wrong(
+        "warp-no-offset-1",
+        "warp_sums",
+        "the loop stops before offset 1",
+        r"only its even lanes",
+        ("while offset > 0:", "while offset > 1:"),
+    ),
+    wrong(
+        "warp-start-8",
+        "warp_sums",
+        "the offsets start at 8",
+        r"only its lanes 0-15",
+        ("    offset = 16\n", "    offset = 8\n"),
+    ),
+    wrong(
+        "warp-no-out-guard",
+        "warp_sums",
+        "no guard on warps past the end of out",
+        r"outside",
+        (LANE0, "if cuda.laneid == 0:"),
+    ),
+    wrong(
+        "warp-float64",
+        "warp_sums",
+        "v = 0.0: the shuffled value is float64",
+        r"float64",
+        ("v = float32(0.0)", "v = 0.0"),
+    ),
+    valid(
+        "warp-down",
+        "warp_sums",
+        "a shfl_down_sync tree: the sum in lane 0 only, which writes it",
+        (SHFL, "v += cuda.shfl_down_sync(FULL_MASK, v, offset)"),
+    ),
+    valid(
+        "warp-increasing-offsets",
+        "warp_sums",
+        "offsets 1, 2, 4, 8, 16 with shfl_down_sync: lane 0 still gets every lane once",
+        (SHFL, "v += cuda.shfl_down_sync(FULL_MASK, v, offset)"),
+        ("    offset = 16\n    while offset > 0:", "    offset = 1\n    while offset < 32:"),
+        ("offset //= 2", "offset *= 2"),
+    ),
+    valid(
+        "warp-tuple-offsets",
+        "warp_sums",
+        "a loop over a tuple of offsets and threadIdx.x % 32 for the lane",
+        ("    offset = 16\n    while offset > 0:\n", "    for offset in (16, 8, 4, 2, 1):\n"),
+        ("        offset //= 2\n", ""),
+        (LANE0, "if cuda.threadIdx.x % 32 == 0 and w < out.shape[0]:"),
+    ),
+    # Exercise 3: softmax_rows -------------------------------------------------------------------------
+    wrong(
+        "sm-no-max",
+        "softmax_rows",
+        "exp(x) without the max subtracted",
+        r"overflowed float32.*subtract the row's maximum",
+        (EXP, "math.exp(x[row, j])"),
+        (EXP, "math.exp(x[row, j])"),
+    ),
+    wrong(
+        "sm-max-first-32",
+        "softmax_rows",
+        "the max over the first 32 columns only",
+        r"first 32 columns only",
+        (
+            "    for j in range(lane, n, 32):\n        m = max(m, x[row, j])",
+            "    if lane < n:\n        m = x[row, lane]",
+        ),
+    ),
+    wrong(
+        "sm-lane-max",
+        "softmax_rows",
+        "each lane's own max: no warp_max",
+        r"max of its own columns",
+        ("    m = warp_max(m)  # the row's max, in every lane\n", ""),
+    ),
+    valid(
+        "sm-no-broadcast",
+        "softmax_rows",
+        "no broadcast: the solution's warp_sum (a butterfly) leaves the sum in every lane",
+        (SUM, "    s = warp_sum(s)"),
+    ),
+    wrong(
+        "sm-lane-sum",
+        "softmax_rows",
+        "each lane divides by its own partial sum",
+        r"sum of its own columns",
+        (SUM, "    s = s + float32(0.0)"),
+    ),
+    wrong(
+        "sm-only-32-columns",
+        "softmax_rows",
+        "each lane handles one column: the columns beyond 32 are left out",
+        r"columns beyond the first 32 are missing",
+        (ROWS, "range(lane, min(n, 32), 32)"),
+        (ROWS, "range(lane, min(n, 32), 32)"),
+        (ROWS, "range(lane, min(n, 32), 32)"),
+    ),
+    wrong(
+        "sm-float64-sum",
+        "softmax_rows",
+        "s = 0.0: a float64 accumulator",
+        r"float64",
+        ("s = float32(0.0)", "s = 0.0"),
+    ),
+    wrong(
+        "sm-no-row-guard",
+        "softmax_rows",
+        "no guard on warps past the last row",
+        r"outside",
+        (
+            "    if row >= x.shape[0]:\n"
+            "        return  # the whole warp leaves together: no lane is missing at a shuffle\n",
+            "",
+        ),
+    ),
+    wrong(
+        "sm-shuffle-in-if",
+        "softmax_rows",
+        "warp_max called only by the lanes that have a column",
+        r"warp-level error",
+        ("    m = warp_max(m)", "    if lane < n:\n        m = warp_max(m)"),
+    ),
+    wrong(
+        "sm-max-in-lane-0",
+        "softmax_rows",
+        "warp_max with shfl_down_sync: the max only in lane 0",
+        r"max only in lane 0|in lane 0 only",
+        (XOR_MAX, "v = max(v, cuda.shfl_down_sync(FULL_MASK, v, offset))"),
+    ),
+    valid(
+        "sm-finite-init",
+        "softmax_rows",
+        "the max starts at -3e38 and warp_max loops over a tuple",
+        ("float32(-math.inf)", "float32(-3.0e38)"),
+        (
+            "    offset = 16\n    while offset > 0:\n        v = max",
+            "    for offset in (16, 8, 4, 2, 1):\n        v = max",
+        ),
+        ("        offset //= 2\n    return v", "    return v"),
+    ),
+    valid(
+        "sm-store-then-scale",
+        "softmax_rows",
+        "the exps stored in y in the second pass, scaled by 1/s in the third",
+        (
+            "    for j in range(lane, n, 32):\n        s += math.exp(x[row, j] - m)",
+            "    for j in range(lane, n, 32):\n"
+            "        e = math.exp(x[row, j] - m)\n        y[row, j] = e\n        s += e",
+        ),
+        ("        y[row, j] = math.exp(x[row, j] - m) / s", "        y[row, j] = y[row, j] / s"),
+    ),
+    # Exercise 4: online_combine -----------------------------------------------------------------------
+    wrong(
+        "comb-no-rescale",
+        "online_combine",
+        "adds the sums without rescaling",
+        r"without rescaling",
+        (COMBINE, "    m = max(m_a, m_b)\n    return m, d_a + d_b"),
+    ),
+    wrong(
+        "comb-rescale-a-only",
+        "online_combine",
+        "rescales d_a only",
+        r"only d_a was rescaled",
+        (COMBINE, "    m = max(m_a, m_b)\n    return m, d_a * math.exp(m_a - m) + d_b"),
+    ),
+    wrong(
+        "comb-inverted",
+        "online_combine",
+        "exp(m - m_a) instead of exp(m_a - m)",
+        r"factors are inverted",
+        (COMBINE, "    m = max(m_a, m_b)\n    return m, d_a * math.exp(m - m_a) + d_b * math.exp(m - m_b)"),
+    ),
+    wrong(
+        "comb-newest-max",
+        "online_combine",
+        "takes the newest chunk's max as m",
+        r"not the larger of m_a and m_b",
+        (COMBINE, "    m = m_b\n    return m, d_a * math.exp(m_a - m) + d_b * math.exp(m_b - m)"),
+    ),
+    wrong(
+        "comb-swapped",
+        "online_combine",
+        "returns (d, m)",
+        r"\(d, m\)",
+        (COMBINE, "    m = max(m_a, m_b)\n    return d_a * math.exp(m_a - m) + d_b * math.exp(m_b - m), m"),
+    ),
+    valid(
+        "comb-branch",
+        "online_combine",
+        "a branch on the larger max (one exp)",
+        (
+            COMBINE,
+            "    if m_a >= m_b:\n        return m_a, d_a + d_b * math.exp(m_b - m_a)\n"
+            "    return m_b, d_a * math.exp(m_a - m_b) + d_b",
+        ),
+    ),
+    valid(
+        "comb-numpy",
+        "online_combine",
+        "NumPy's maximum and exp (NumPy floats back)",
+        (
+            COMBINE,
+            "    m = np.maximum(m_a, m_b)\n    return m, d_a * np.exp(m_a - m) + d_b * np.exp(m_b - m)",
+        ),
+    ),
+]
