@@ -24,7 +24,7 @@ NEIGHBOURS = {
     "sum_sequential": False,
     "sum_shuffle": False,
 }
-ROWS = ["softmax_block", "softmax_warp", "softmax_online"]
+ROWS = ["softmax_block", "softmax_warp", "softmax_online", "softmax_registers"]
 SHAPES = [(16, 48), (5, 7), (3, 300)]  # cols not a multiple of 32; shorter than a warp; longer than a block
 
 
@@ -125,6 +125,11 @@ def test_warp_sum_and_max_give_every_lane_the_same_bits():
 @pytest.mark.parametrize("name", ROWS)
 def test_softmax_kernels_against_numpy_and_torch(name, shape):
     x = _x(shape, 3.0).reshape(shape)
+    if name == "softmax_registers" and shape[1] > 32 * softmax.SOFTMAX_VALS:
+        with pytest.raises(ValueError, match="use softmax_warp or softmax_online for longer rows"):
+            softmax.launch_rows(softmax.softmax_registers, x, np.empty_like(x))
+        shape = (shape[0], 32 * softmax.SOFTMAX_VALS)  # the widest row it holds: every register used
+        x = _x(shape, 3.0).reshape(shape)
     y = np.full(shape, np.nan, np.float32)
     softmax.launch_rows(getattr(softmax, name), x, y)
     np.testing.assert_allclose(y, softmax.softmax_reference(x), rtol=2e-6, atol=1e-8)
@@ -215,7 +220,8 @@ def test_warp_welford_gives_every_lane_the_same_bits():
     assert abs(out[0, 2] / 32 - x.astype(np.float64).var()) < 1e-4 * x.var()
 
 
-@pytest.mark.parametrize("shape", [*SHAPES, (16, 768)])
+# (16, 768): the widest row in registers (32 * LN_VALS); (3, 800): the fallback that reads x twice
+@pytest.mark.parametrize("shape", [*SHAPES, (16, 768), (3, 800)])
 def test_layernorm_against_numpy_and_torch(shape):
     x = (50 + 2 * _x(shape).reshape(shape)).astype(np.float32)  # an offset that naive variance would lose
     gamma, beta = 1 + _x(shape[1], 0.1), _x(shape[1], 0.1)
@@ -245,7 +251,8 @@ def _sdpa(q, k, v):
     return torch.nn.functional.scaled_dot_product_attention(*t)[0, 0].numpy()
 
 
-@pytest.mark.parametrize(("n", "d"), [(20, 64), (17, 40)])
+# (70, 24): two key tiles of the fused kernel, the last partial, and d < D_MAX
+@pytest.mark.parametrize(("n", "d"), [(20, 64), (17, 40), (70, 24)])
 def test_fused_attention_against_numpy_and_torch_sdpa(n, d):
     q, k, v = _qkv(n, d, 2.0)
     o = attention.launch_attention_fused(q, k, v, np.full((n, d), np.nan, np.float32))
@@ -261,7 +268,7 @@ def test_three_kernel_attention_against_numpy_and_torch_sdpa():
 
 
 def test_the_fused_kernel_is_right_and_writes_only_the_output():
-    n, d = 40, 8  # two key tiles, the last partial; rows of 32 bytes: one sector each
+    n, d = attention.BK + 6, 8  # two key tiles, the last partial; rows of 32 bytes: one sector each
     q, k, v = _qkv(n, d, 2.0)
     o = np.full((n, d), np.nan, np.float32)
     report = trace.run(
@@ -304,6 +311,19 @@ def test_no_float64_in_the_ptx_and_shuffles_where_promised():
                 pytest.skip(f"no real CUDA compiler here: {e}")
             assert not ptx.float64_ops(text), f"{name} computes in float64: {dict(ptx.float64_ops(text))}"
             assert ("shfl.sync" in text) == (name in shuffles), name
+
+
+@pytest.mark.parametrize("cc", [ptx.T4, (9, 0)])
+def test_the_rows_held_in_registers_use_no_local_memory(cc):
+    """`softmax_registers`' and `layernorm`'s per-lane `vals` arrays: loops of constant trip count, unrolled,
+    so the array lives in registers (no .local in the PTX); the test shapes cover both paths."""
+    assert 48 <= 32 * softmax.SOFTMAX_VALS < 300 and 768 <= 32 * softmax.LN_VALS < 800
+    for name in ("softmax_registers", "layernorm"):
+        try:
+            text = ptx.compile_for_gpu(getattr(softmax, name), cc=cc, signature=softmax.SIGNATURES[name])
+        except ptx.CompilerUnavailable as e:
+            pytest.skip(f"no real CUDA compiler here: {e}")
+        assert ".local" not in text, f"{name}: vals in local memory on sm_{cc[0]}{cc[1]}"
 
 
 def _results(key, ms, size):

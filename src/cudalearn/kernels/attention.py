@@ -11,20 +11,24 @@ q, k, v and the output o are (n, d) float32, C-contiguous, d <= D_MAX.
 * One kernel over key tiles with the online rule (`attention_fused`), the
   idea of FlashAttention (Dao et al., "FlashAttention: Fast and
   Memory-Efficient Exact Attention with IO-Awareness", 2022): a block takes
-  BQ queries, one warp each, and walks over the keys BK at a time, with the
+  BQ queries, QW per warp, and walks over the keys BK at a time, with the
   block's queries and the current k and v tiles in shared memory. Lane l
-  scores key j0 + l against its warp's query; the warp keeps the running
-  maximum m, the running sum l of exp(s - m) and its output row (two
-  columns a lane), and when m grows it rescales both by exp(m_old - m_new):
-  the rule of `softmax.online_merge`, applied to a tile of keys and to the
-  output. No (n, n) matrix is ever written; q, k and v are read from global
-  memory (k and v once per block, mostly from L2) and o written once.
+  scores keys j0 + l and j0 + l + 32 against each of its warp's QW queries,
+  so each k value it loads feeds QW independent FMA chains (and each
+  query value, the same word for the whole warp, a broadcast, feeds two).
+  Per query the warp keeps the running maximum m, the running sum of
+  exp(s - m) and its output row (two columns a lane), and when m grows it
+  rescales both by exp(m_old - m_new): the rule of `softmax.online_merge`,
+  applied to a tile of keys and to the output. The weights reach the
+  output's lanes by shuffles; each v value a lane loads feeds QW FMAs. No
+  (n, n) matrix is ever written; q, k and v are read from global memory
+  (k and v once per block, mostly from L2) and o written once.
 """
 
 import math
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
 from cudalearn import launch
 from cudalearn.kernels import softmax, tiled
@@ -42,10 +46,16 @@ TILE = 32
 TILE_WIDTH = TILE + 1
 #: Largest head dimension the fused kernel holds in shared memory (two output columns a lane).
 D_MAX = 64
-#: Queries per block of `attention_fused`: one warp each, blocks of (32, BQ) threads.
-BQ = 16
-#: Keys per tile of `attention_fused`: one per lane.
-BK = 32
+#: Queries per warp of `attention_fused`: each shared load of k or v feeds QW independent FMAs.
+QW = 4
+#: Warps per block of `attention_fused`: blocks of (32, WARPS) threads.
+WARPS = 4
+#: Queries per block of `attention_fused` (n = 4096 gives 256 blocks, more than an H200's 132 SMs).
+BQ = QW * WARPS
+#: Keys per tile of `attention_fused`: two per lane, keys j0 + lane and j0 + lane + 32.
+BK = 64
+#: Tile rows the block loads per pass, one thread per element (32 * WARPS is a multiple of D_MAX).
+LOAD_ROWS = 32 * WARPS // D_MAX
 #: Row width of the fused kernel's k tile: padded by one word, as it is read down its columns.
 K_WIDTH = D_MAX + 1
 
@@ -82,59 +92,92 @@ def attention_scores(q, k, s, scale):
 def attention_fused(q, k, v, o, scale):
     """o = softmax(scale * q k^T) v in one kernel over key tiles, online rule (Chapter 10).
 
-    q, k, v, o (n, d) float32 with d <= D_MAX; blocks of (32, BQ) threads,
-    warp w of block b on query b * BQ + w.
+    q, k, v, o (n, d) float32 with d <= D_MAX; blocks of (32, WARPS) threads,
+    warp w of block b on the QW queries b * BQ + w * QW + r, r < QW.
     """
     sq = cuda.shared.array((BQ, D_MAX), float32)
     sk = cuda.shared.array((BK, K_WIDTH), float32)
     sv = cuda.shared.array((BK, D_MAX), float32)
-    lane = cuda.threadIdx.x
+    m = cuda.local.array(QW, float32)  # per query r of this warp: running maximum of its scores,
+    total = cuda.local.array(QW, float32)  # running sum of exp(s - m),
+    acc = cuda.local.array((QW, 2), float32)  # output columns lane and lane + 32, relative to m,
+    s = cuda.local.array((QW, 2), float32)  # scores (then weights) of keys j0 + lane and j0 + lane + 32
+    # Unsigned indices into the tiles: Numba then emits no negative-index wraparound code in the loops.
+    lane = uint32(cuda.threadIdx.x)
+    hi = lane + uint32(32)  # the lane's second key and output column (an index; compare lane + 32)
     w = cuda.threadIdx.y
-    tid = w * 32 + lane
+    tid = w * 32 + cuda.threadIdx.x
     n = q.shape[0]
     d = q.shape[1]
     q0 = cuda.blockIdx.x * BQ
-    for e in range(tid, BQ * D_MAX, 32 * BQ):  # the block's queries, zeros past n and d
+    qw = uint32(w * QW)  # this warp's first row of sq
+    r_load = tid // D_MAX  # this thread loads column c_load of tile rows r_load, r_load + LOAD_ROWS, ...
+    c_load = tid - r_load * D_MAX
+    cu_load = uint32(c_load)
+    for e in range(tid, BQ * D_MAX, 32 * WARPS):  # the block's queries, zeros past n and d
         r = e // D_MAX
         c = e - r * D_MAX
         sq[r, c] = q[q0 + r, c] if q0 + r < n and c < d else float32(0.0)
-    m = NEG_INF  # running maximum of this warp's scores
-    total = float32(0.0)  # running sum of exp(s - m)
-    acc0 = float32(0.0)  # output columns lane and lane + 32, unnormalised, relative to m
-    acc1 = float32(0.0)
+    for r in range(QW):
+        m[r] = NEG_INF
+        total[r] = float32(0.0)
+        acc[r, 0] = float32(0.0)
+        acc[r, 1] = float32(0.0)
     for j0 in range(0, n, BK):
         cuda.syncthreads()  # every warp is done with the previous tile (and the queries are in)
-        for e in range(tid, BK * D_MAX, 32 * BQ):
-            r = e // D_MAX
-            c = e - r * D_MAX
-            inside = j0 + r < n and c < d
-            sk[r, c] = k[j0 + r, c] if inside else float32(0.0)
-            sv[r, c] = v[j0 + r, c] if inside else float32(0.0)  # zeros: p * 0 adds nothing
+        for r in range(r_load, BK, LOAD_ROWS):  # a warp loads half a row: coalesced along d
+            ru = uint32(r)
+            key = uint32(j0 + r)
+            inside = j0 + r < n and c_load < d
+            sk[ru, cu_load] = k[key, cu_load] if inside else float32(0.0)
+            sv[ru, cu_load] = v[key, cu_load] if inside else float32(0.0)  # zeros: p * 0 adds nothing
         cuda.syncthreads()
-        s = NEG_INF  # a key past n scores -inf: its weight exp(-inf - m) is 0
-        if j0 + lane < n:
-            s = float32(0.0)
-            for c in range(d):
-                s += sq[w, c] * sk[lane, c]
-            s *= scale
-        m_new = max(m, warp_max(s))  # finite: key j0 (lane 0) is always inside
-        p = math.exp(s - m_new)
-        alpha = math.exp(m - m_new)  # exp(-inf) = 0 on the first tile
-        total = total * alpha + warp_sum(p)
-        acc0 *= alpha
-        acc1 *= alpha
-        for jj in range(BK):
-            pj = cuda.shfl_sync(FULL_MASK, p, jj)  # key jj's weight, from lane jj
-            acc0 += pj * sv[jj, lane]
-            acc1 += pj * sv[jj, lane + 32]
-        m = m_new
-    i = q0 + w
-    if i < n:
-        inv = float32(1.0) / total
-        if lane < d:
-            o[i, lane] = acc0 * inv
-        if lane + 32 < d:
-            o[i, lane + 32] = acc1 * inv
+        for r in range(QW):
+            s[r, 0] = float32(0.0)
+            s[r, 1] = float32(0.0)
+        # D_MAX, a constant trip count the compiler unrolls (zeros past d add 0): each pair of sk loads
+        # feeds 2 * QW independent FMA chains (sq[qw + r, c] is one word for all lanes: a broadcast)
+        for c in range(D_MAX):
+            cu = uint32(c)
+            ka = sk[lane, cu]
+            kb = sk[hi, cu]
+            for r in range(QW):
+                qc = sq[qw + uint32(r), cu]
+                s[r, 0] += qc * ka
+                s[r, 1] += qc * kb
+        for r in range(QW):
+            # a key past n scores -inf: its weight exp(-inf - m) is 0
+            sa = s[r, 0] * scale if j0 + lane < n else NEG_INF
+            sb = s[r, 1] * scale if j0 + lane + 32 < n else NEG_INF  # signed: no uint64 vs int64
+            m_new = max(m[r], warp_max(max(sa, sb)))  # finite: key j0 (lane 0) is always inside
+            s[r, 0] = math.exp(sa - m_new)
+            s[r, 1] = math.exp(sb - m_new)
+            alpha = math.exp(m[r] - m_new)  # exp(-inf) = 0 on the first tile
+            total[r] = total[r] * alpha + warp_sum(s[r, 0] + s[r, 1])
+            acc[r, 0] *= alpha
+            acc[r, 1] *= alpha
+            m[r] = m_new
+        for jj in range(32):  # keys jj and jj + 32: 4 sv loads feed 4 * QW FMAs, weights from lane jj
+            ju = uint32(jj)
+            va = sv[ju, lane]
+            vb = sv[ju, hi]
+            wa = sv[ju + uint32(32), lane]
+            wb = sv[ju + uint32(32), hi]
+            for r in range(QW):
+                pa = cuda.shfl_sync(FULL_MASK, s[r, 0], jj)  # weight of key j0 + jj
+                pb = cuda.shfl_sync(FULL_MASK, s[r, 1], jj)  # weight of key j0 + jj + 32
+                acc[r, 0] += pa * va
+                acc[r, 0] += pb * wa
+                acc[r, 1] += pa * vb
+                acc[r, 1] += pb * wb
+    for r in range(QW):
+        i = q0 + qw + r
+        if i < n:
+            inv = float32(1.0) / total[r]
+            if lane < d:
+                o[i, lane] = acc[r, 0] * inv
+            if lane + 32 < d:
+                o[i, hi] = acc[r, 1] * inv
 
 
 # Host side -----------------------------------------------------------------------------------
@@ -178,8 +221,8 @@ def attention_three(q, k, v, s=None, p=None, o=None):
 
 
 def fused_launch(n: int):
-    """(griddim, blockdim) of `attention_fused` for n queries: blocks of (32, BQ) threads (Chapter 10)."""
-    return launch.blocks(n, BQ), (32, BQ)
+    """(griddim, blockdim) of `attention_fused` for n queries: BQ per block, (32, WARPS) threads (Ch. 10)."""
+    return launch.blocks(n, BQ), (32, WARPS)
 
 
 def launch_attention_fused(q, k, v, o=None):

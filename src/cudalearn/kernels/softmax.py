@@ -10,6 +10,10 @@ same shape (y may be x itself: each thread writes only what it read):
   takes columns l, l + 32, ...; max and sum by `warp_max` / `warp_sum`
   (shuffles only). Three sweeps; the second and third re-read a row the
   warp has just read (from L1 or L2 while it is still there).
+* `softmax_registers`: `softmax_warp` for rows of at most 32 * SOFTMAX_VALS
+  columns, each lane holding its columns in registers: SOFTMAX_VALS
+  independent loads per lane in flight together, one read of the row,
+  one write (as PyTorch's warp softmax for short rows does).
 * `softmax_online`: one warp per row; the first sweep keeps a running
   maximum m and a running sum d rescaled whenever m grows,
   d = d * exp(m_old - m_new) + exp(x - m_new) (Milakov and Gimelshein,
@@ -21,7 +25,9 @@ same shape (y may be x itself: each thread writes only what it read):
   biased variance, as `torch.nn.functional.layer_norm` uses). Each lane
   runs Welford's update over its columns (`welford_update`), and the lanes'
   (count, mean, M2) are merged by Chan, Golub and LeVeque's pairwise rule
-  (`welford_merge`) through shuffles (`warp_welford`).
+  (`welford_merge`) through shuffles (`warp_welford`). A row of at most
+  32 * LN_VALS columns is read once into registers, as in `softmax_registers`;
+  a longer row is read twice (statistics, then the write).
 
 Numerically stable: every exponent is x - (the row's maximum) <= 0, so no
 exp overflows, whatever the values. All arithmetic is float32: `math.exp`
@@ -51,6 +57,7 @@ SIGNATURES = {
     "softmax_block": "void(float32[:, ::1], float32[:, ::1])",
     "softmax_warp": "void(float32[:, ::1], float32[:, ::1])",
     "softmax_online": "void(float32[:, ::1], float32[:, ::1])",
+    "softmax_registers": "void(float32[:, ::1], float32[:, ::1])",
     "layernorm": "void(float32[:, ::1], float32[::1], float32[::1], float32[:, ::1], float32)",
 }
 
@@ -60,6 +67,10 @@ SOFTMAX_BLOCK = 256
 ROWS_PER_BLOCK = 4
 #: -infinity as a float32 constant: the running maximum before any element.
 NEG_INF = np.float32(-np.inf)
+#: Values per lane that `softmax_registers` keeps in registers: rows up to 32 * 8 = 256 columns.
+SOFTMAX_VALS = 8
+#: Values per lane that `layernorm` keeps in registers: rows up to 32 * 24 = 768 columns read once.
+LN_VALS = 24
 
 
 # The online rule and Welford's: one home each, used per element and across lanes -------------
@@ -188,6 +199,41 @@ def softmax_warp(x, y):
 
 
 @cuda.jit
+def softmax_registers(x, y):
+    """y[r] = softmax(x[r]) for rows of at most 32 * SOFTMAX_VALS columns, read once (Chapter 10).
+
+    One warp per row as `softmax_warp`, but each lane first loads its
+    columns into `vals` (independent loads, in flight together; a column
+    past the row reads -inf, whose exp is 0), then takes the maximum and the
+    sum from registers and writes once: one read of the row instead of
+    three. The loops over `vals` have constant trip counts, so the compiler
+    unrolls them and keeps `vals` in registers. `launch_rows` refuses
+    longer rows.
+    """
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < x.shape[0]:
+        cols = x.shape[1]
+        vals = cuda.local.array(SOFTMAX_VALS, float32)
+        for k in range(SOFTMAX_VALS):
+            j = lane + 32 * k
+            vals[k] = x[row, j] if j < cols else NEG_INF
+        m = NEG_INF
+        for k in range(SOFTMAX_VALS):
+            m = max(m, vals[k])
+        m = warp_max(m)
+        d = float32(0.0)
+        for k in range(SOFTMAX_VALS):
+            vals[k] = math.exp(vals[k] - m)
+            d += vals[k]
+        inv = float32(1.0) / warp_sum(d)
+        for k in range(SOFTMAX_VALS):
+            j = lane + 32 * k
+            if j < cols:
+                y[row, j] = vals[k] * inv
+
+
+@cuda.jit
 def softmax_online(x, y):
     """y[r] = softmax(x[r]); one warp per row, max and sum in one sweep by the online rule (Chapter 10)."""
     lane = cuda.threadIdx.x
@@ -208,7 +254,11 @@ def softmax_online(x, y):
 def layernorm(x, gamma, beta, y, eps):
     """y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta; one warp per row, Welford + Chan (Ch. 10).
 
-    gamma, beta (cols,) float32; var is the biased variance M2 / cols.
+    gamma, beta (cols,) float32; var is the biased variance M2 / cols. Rows
+    of at most 32 * LN_VALS columns: each lane loads its columns into `vals`
+    first (independent loads), runs Welford's update over them (a column
+    past the row is skipped, its count not incremented) and writes once
+    from registers. Longer rows: Welford over x, then a second read of x.
     """
     lane = cuda.threadIdx.x
     row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
@@ -217,12 +267,27 @@ def layernorm(x, gamma, beta, y, eps):
         count = float32(0.0)
         mean = float32(0.0)
         m2 = float32(0.0)
-        for j in range(lane, cols, 32):
-            count, mean, m2 = welford_update(count, mean, m2, x[row, j])
-        count, mean, m2 = warp_welford(count, mean, m2)
-        rstd = float32(1.0) / math.sqrt(m2 / count + eps)
-        for j in range(lane, cols, 32):
-            y[row, j] = (x[row, j] - mean) * rstd * gamma[j] + beta[j]
+        if cols <= 32 * LN_VALS:
+            vals = cuda.local.array(LN_VALS, float32)
+            for k in range(LN_VALS):
+                j = lane + 32 * k
+                vals[k] = x[row, j] if j < cols else float32(0.0)
+            for k in range(LN_VALS):
+                if lane + 32 * k < cols:
+                    count, mean, m2 = welford_update(count, mean, m2, vals[k])
+            count, mean, m2 = warp_welford(count, mean, m2)
+            rstd = float32(1.0) / math.sqrt(m2 / count + eps)
+            for k in range(LN_VALS):
+                j = lane + 32 * k
+                if j < cols:
+                    y[row, j] = (vals[k] - mean) * rstd * gamma[j] + beta[j]
+        else:
+            for j in range(lane, cols, 32):
+                count, mean, m2 = welford_update(count, mean, m2, x[row, j])
+            count, mean, m2 = warp_welford(count, mean, m2)
+            rstd = float32(1.0) / math.sqrt(m2 / count + eps)
+            for j in range(lane, cols, 32):
+                y[row, j] = (x[row, j] - mean) * rstd * gamma[j] + beta[j]
 
 
 # Host side -----------------------------------------------------------------------------------
@@ -241,6 +306,11 @@ def launch_rows(kernel, x, y, *extra):
     extra: layernorm's (gamma, beta, eps), passed in its signature's order
     (x, gamma, beta, y, eps); the softmax kernels take none.
     """
+    if kernel_name(kernel) == "softmax_registers" and x.shape[1] > 32 * SOFTMAX_VALS:
+        raise ValueError(
+            f"softmax_registers holds at most 32 * SOFTMAX_VALS = {32 * SOFTMAX_VALS} columns a row in "
+            f"registers, got {x.shape[1]}: use softmax_warp or softmax_online for longer rows"
+        )
     grid, block = rows_launch(kernel, x.shape[0])
     if kernel_name(kernel) == "layernorm":
         gamma, beta, eps = extra
