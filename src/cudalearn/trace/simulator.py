@@ -6,6 +6,7 @@ trees, and `run` executes the kernel with `cudalearn.trace` and writes its resul
 """
 
 import ast
+import functools
 import sys
 
 import numpy as np
@@ -15,8 +16,9 @@ from cudalearn.trace.model import TraceError
 from cudalearn.trace.report import TraceReport
 
 
+@functools.cache
 def _simulator_names():
-    """(module names, atomic names) the simulator's `cuda` defines."""
+    """(module names, atomic names) the simulator's `cuda` defines (read once: every launch asks)."""
     from numba.cuda.simulator import kernelapi
 
     module = {n for n in dir(kernelapi.FakeCUDAModule) if not n.startswith("_")}
