@@ -190,6 +190,26 @@ def padded_tile(a, out):
     out[i] = s[0, i]
 
 
+@cuda.jit
+def float_index(a, out):
+    i = cuda.grid(1)
+    half = a.shape[0] / 2
+    if i < half:
+        out[i] = a[i + half]
+
+
+@cuda.jit(device=True)
+def add_no_return(x, y):
+    x = x + y
+
+
+@cuda.jit
+def stores_none(a, out):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        out[i] = add_no_return(a[i], a[i])
+
+
 V = np.zeros(32, np.float32)
 M = np.zeros((4, 4), np.float32)
 
@@ -223,6 +243,8 @@ REJECTED = [
     (recursive, (V, V), "recursion", "out[i] = a[i] * factorial(i)"),
     (try_except, (V, V), "`try`/`except`", "try:"),
     (returns_value, (V, V), "returns a value", "return 1"),
+    (float_index, (V, V), "indexed with a float", "half = a.shape[0] / 2"),
+    (stores_none, (V, V), "a device function that ends without", "out[i] = add_no_return(a[i], a[i])"),
 ]
 
 

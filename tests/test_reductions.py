@@ -220,13 +220,20 @@ def test_warp_welford_gives_every_lane_the_same_bits():
     assert abs(out[0, 2] / 32 - x.astype(np.float64).var()) < 1e-4 * x.var()
 
 
-# (16, 768): the widest row in registers (32 * LN_VALS); (3, 800): the fallback that reads x twice
-@pytest.mark.parametrize("shape", [*SHAPES, (16, 768), (3, 800)])
-def test_layernorm_against_numpy_and_torch(shape):
+# (16, 768): the widest row in registers (32 * LN_VALS); (3, 800): only layernorm_long, which reads x twice
+@pytest.mark.parametrize(
+    "name, shape",
+    [
+        *(("layernorm", s) for s in (*SHAPES, (16, 768))),
+        *(("layernorm_block", s) for s in ((5, 7), (3, 300), (2, 1024))),
+        *(("layernorm_long", s) for s in ((5, 48), (3, 800))),
+    ],
+)
+def test_layernorm_against_numpy_and_torch(name, shape):
     x = (50 + 2 * _x(shape).reshape(shape)).astype(np.float32)  # an offset that naive variance would lose
     gamma, beta = 1 + _x(shape[1], 0.1), _x(shape[1], 0.1)
     y = np.full(shape, np.nan, np.float32)
-    softmax.launch_rows(softmax.layernorm, x, y, gamma, beta, 1e-5)
+    softmax.launch_rows(getattr(softmax, name), x, y, gamma, beta, 1e-5)
     np.testing.assert_allclose(y, softmax.layernorm_reference(x, gamma, beta, 1e-5), rtol=1e-4, atol=2e-5)
     tx = torch.nn.functional.layer_norm(
         torch.from_numpy(x), (shape[1],), torch.from_numpy(gamma), torch.from_numpy(beta), 1e-5
@@ -237,6 +244,24 @@ def test_layernorm_against_numpy_and_torch(shape):
 def test_rows_launch():
     assert softmax.rows_launch(softmax.softmax_block, 10) == (10, softmax.SOFTMAX_BLOCK)
     assert softmax.rows_launch(softmax.layernorm, 10) == (3, (32, softmax.ROWS_PER_BLOCK))
+
+
+def test_layernorm_refuses_a_row_longer_than_its_registers_and_names_the_kernel_that_takes_it():
+    x = np.zeros((2, 32 * softmax.LN_VALS + 1), np.float32)
+    gamma, beta = np.ones(x.shape[1], np.float32), np.zeros(x.shape[1], np.float32)
+    with pytest.raises(ValueError, match="layernorm holds at most 768 columns.*use layernorm_long"):
+        softmax.launch_rows(softmax.layernorm, x, np.empty_like(x), gamma, beta, 1e-5)
+    x = np.zeros((2, softmax.LN_BLOCK * softmax.LN_BLOCK_VALS + 1), np.float32)
+    gamma, beta = np.ones(x.shape[1], np.float32), np.zeros(x.shape[1], np.float32)
+    with pytest.raises(ValueError, match="layernorm_block holds at most 1024 columns.*use layernorm_long"):
+        softmax.launch_rows(softmax.layernorm_block, x, np.empty_like(x), gamma, beta, 1e-5)
+
+
+def test_prepare_rows_runs_the_same_launch_as_launch_rows():
+    x = _x((6, 40), 3.0).reshape(6, 40).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    softmax.prepare_rows(softmax.softmax_registers, x, y)()
+    np.testing.assert_allclose(y, softmax.softmax_reference(x), rtol=1e-5, atol=1e-7)
 
 
 # Attention ----------------------------------------------------------------------------------------
@@ -297,7 +322,8 @@ def test_no_float64_in_the_ptx_and_shuffles_where_promised():
     """The row, attention and shuffle-sum kernels compiled for sm_75 (the T4 the labs compile for;
     tests/test_kernels.py compiles every kernel for sm_90 too): float32 only, `math.exp` and `math.sqrt`
     lowered to the float32 functions, no stray float64 constant; shuffles exactly where promised."""
-    shuffles = {"sum_shuffle", "sum_atomic", *ROWS, "layernorm", "attention_fused"}
+    shuffles = {"sum_shuffle", "sum_atomic", *ROWS, "layernorm", "layernorm_block", "layernorm_long"}
+    shuffles.add("attention_fused")
     for module, names in (
         (softmax, softmax.SIGNATURES),
         (attention, attention.SIGNATURES),
@@ -315,10 +341,10 @@ def test_no_float64_in_the_ptx_and_shuffles_where_promised():
 
 @pytest.mark.parametrize("cc", [ptx.T4, (9, 0)])
 def test_the_rows_held_in_registers_use_no_local_memory(cc):
-    """`softmax_registers`' and `layernorm`'s per-lane `vals` arrays: loops of constant trip count, unrolled,
-    so the array lives in registers (no .local in the PTX); the test shapes cover both paths."""
+    """The per-thread `vals` arrays of the register kernels: loops of constant trip count, unrolled,
+    so the array lives in registers (no .local in the PTX)."""
     assert 48 <= 32 * softmax.SOFTMAX_VALS < 300 and 768 <= 32 * softmax.LN_VALS < 800
-    for name in ("softmax_registers", "layernorm"):
+    for name in ("softmax_registers", "layernorm", "layernorm_block"):
         try:
             text = ptx.compile_for_gpu(getattr(softmax, name), cc=cc, signature=softmax.SIGNATURES[name])
         except ptx.CompilerUnavailable as e:

@@ -171,3 +171,14 @@ def test_run_header_names_the_versions_once_read():
     head = reference.run_header()
     assert head["mode"] == "sim" and head["versions"]["numba-cuda"] and head["versions"]["python"]
     assert set(reference.RECORDED) <= set(head["versions"]) and "cudalearn" in head["versions"]
+
+
+def test_a_superseded_figure_is_labelled_as_of_the_earlier_code_and_keeps_its_note_in_a_merge():
+    a = run("2026-11-29T19:00:00+00:00", {"ch5.chain": {"ms": 1.0}}, superseded={"ch5.chain": "old kernel"})
+    assert reference.label(a, "ch5.chain").endswith("; SUPERSEDED: old kernel")
+    assert "SUPERSEDED" not in reference.label(a) and reference.problems(a) == []
+    assert reference.problems({**a, "superseded": {"ch9.x": "?"}}) == [
+        "superseded names figures the file does not have: ['ch9.x']"
+    ]
+    b = run("2026-11-30T08:00:00+00:00", {"ch6.silu": {"ms": 2.0}})
+    assert reference.merge([("a.json", a), ("b.json", b)])["superseded"] == {"ch5.chain": "old kernel"}

@@ -1,13 +1,18 @@
 """Chapter 9: patchify three ways, the patch embedding as a GEMM, FLOP counts, models, lab 9 checks."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
 from numba import cuda
 from torch import nn
 
-from cudalearn import checks, datasets, exercises
+from cudalearn import checks, datasets, exercises, ptx
+from cudalearn.exercises.vit import _patchify_spec
+from cudalearn.kernels import patchify as patchify_kernels
 from cudalearn.kernels.patchify import patchify, patchify_launch
+from cudalearn.launch import blocks
 from cudalearn.nn import op_costs, vit
 from cudalearn.trace import trace
 
@@ -46,6 +51,55 @@ def test_patchify_kernel_memory_access():
         sectors[p] = (rep.global_load_sectors, rep.global_store_sectors)
     ideal = img.nbytes // 32
     assert sectors == {2: (4 * ideal, ideal * 4 // 3), 4: (2 * ideal, ideal), 8: (ideal, ideal)}
+
+
+@pytest.mark.parametrize(
+    "shape, p",
+    [((2, 3, 8, 12), 2), ((2, 3, 8, 12), 4), ((3, 3, 16, 8), 8), ((1, 1, 6, 10), 2), ((2, 2, 12, 12), 4)],
+)
+def test_patchify_fast_equals_reshape_permute(shape, p):
+    """The compile-time kernel on images, one or several, of 1 to 3 channels; patch rows of 1 to 6 patches."""
+    img = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    b, c, h, w = shape
+    out = checks.empty_output((b, (h // p) * (w // p), c * p * p), np.float32)
+    griddim, blockdim = patchify_kernels.patchify_fast_launch(shape, p)
+    got = checks.run_kernel(patchify_kernels.patchify_fast(c, p), griddim, blockdim, img, out)[1]
+    np.testing.assert_array_equal(got, _patchify_spec(img, p))
+    np.testing.assert_array_equal(got, vit.patchify_reshape(torch.from_numpy(img), p).numpy())
+    assert patchify_kernels.patchify_fast(c, p) is patchify_kernels.patchify_fast(c, p), (
+        "one compile per (C, p)"
+    )
+
+
+def test_patchify_fast_launch():
+    per = patchify_kernels.PATCHES_PER_THREAD
+    chapter = patchify_kernels.patchify_fast_launch((64, 3, 224, 224), 16)
+    assert chapter == ((blocks(14, per), 14, 64), (16, 16, 1))
+    (gx, gy, gz), block = patchify_kernels.patchify_fast_launch((2, 3, 8, 224), 2)
+    assert block == (2, 2, 64) and gx * per * 64 >= 112 and (gy, gz) == (4, 2)  # blockDim.z is at most 64
+    assert patchify_kernels.patchify_fast_launch((1, 3, 32, 32), 32)[1] == (32, 32, 1)
+    with pytest.raises(ValueError, match="multiple"):
+        patchify_kernels.patchify_fast_launch((1, 3, 10, 8), 4)
+    with pytest.raises(ValueError, match="1024"):
+        patchify_kernels.patchify_fast_launch((1, 3, 64, 64), 64)
+
+
+@pytest.mark.parametrize("channels, p", [(3, 16), (3, 2), (1, 14), (4, 8)])
+def test_patchify_fast_compiles_without_division_or_local_memory(channels, p):
+    """Real PTX for a T4 and an H200: no division left, registers only, every load before the first store."""
+    kernel = patchify_kernels.patchify_fast(channels, p)
+    for cc in ((7, 5), (9, 0)):
+        text = ptx.compile_for_gpu(kernel, cc=cc, signature="void(float32[:, :, :, ::1], float32[:, :, ::1])")
+        assert f".target sm_{cc[0]}{cc[1]}" in text
+        code = text[text.index(".entry") :]
+        assert not re.search(r"[.]local\b", code), (
+            f"C={channels}, p={p}: the held values spilled to local memory"
+        )
+        assert not re.search(r"\b(div|rem)[.]", code), f"C={channels}, p={p}: a division is left"
+        loads = [m.start() for m in re.finditer(r"ld[.]global[.]f32", code)]
+        stores = [m.start() for m in re.finditer(r"st[.]global[.]f32", code)]
+        n = channels * patchify_kernels.PATCHES_PER_THREAD
+        assert len(loads) == len(stores) == n and max(loads) < min(stores), (len(loads), len(stores))
 
 
 @pytest.mark.parametrize("bias", [True, False])

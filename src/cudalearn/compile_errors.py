@@ -106,6 +106,18 @@ CAUSES: list[tuple[str, str, str, str | None]] = [
         None,
     ),
     (
+        r">>> [gs]etitem\([^\n]*, (?:float(?:32|64)|UniTuple\(float)",
+        "an array is indexed with a float: `/` gives a float in Python, even between two ints",
+        "divide indices with `//` (e.g. `half = n // 2`), which keeps them int",
+        "divide",
+    ),
+    (
+        r">>> setitem\([^\n]*, none\)",
+        "the value stored is None: a device function that ends without `return value` gives None",
+        "end the device function with `return` and its result (e.g. `return v`)",
+        "noreturn",
+    ),
+    (
         r"recursive device function",  # `compile_for_gpu`'s own words: Numba-CUDA crashes on recursion
         "a device function calls itself (recursion), which Numba cannot compile for the GPU",
         "rewrite the recursion as a loop",
@@ -157,10 +169,24 @@ def _is_construct(node: ast.AST, construct: str, fn: Any) -> bool:
         return isinstance(node, ast.JoinedStr) or call_str
     if construct == "recursion" and isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return _jitted_py_func(fn.__globals__.get(node.func.id)) is not None
+    if construct == "divide":
+        return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+    if construct == "noreturn" and isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        inner = _jitted_py_func(fn.__globals__.get(node.func.id))
+        return inner is not None and not _returns_value(inner)
     kinds = {"list": (ast.List, ast.ListComp), "dict": (ast.Dict, ast.DictComp), "try": (ast.Try,)}
     if construct == "return":
         return isinstance(node, ast.Return) and node.value is not None
     return isinstance(node, kinds.get(construct, ()))
+
+
+def _returns_value(fn: Any) -> bool:
+    """Whether a device function's source has a `return` with a value (else it gives None)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return True  # no source to read: do not accuse it
+    return any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(tree))
 
 
 def _construct_line(fn: Any, construct: str) -> int | None:

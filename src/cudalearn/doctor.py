@@ -12,14 +12,24 @@ import ctypes
 import platform
 import re
 import sys
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distributions, version
 from typing import Any
 
-from cudalearn import compat
+from cudalearn import compat, toolchain
 
-PACKAGES = ("numba", "numba-cuda", "numpy", "llvmlite", "torch", "cuda-bindings", "cuda-python")
+PACKAGES = (
+    "numba",
+    "numba-cuda",
+    "numba-cuda-mlir",
+    "numpy",
+    "llvmlite",
+    "torch",
+    "cuda-bindings",
+    "cuda-python",
+)
 PIN_NUMBA_CUDA = "0.30.4"
 
 
@@ -143,6 +153,7 @@ def collect() -> dict[str, Any]:
         ),
         "on_colab": "google.colab" in sys.modules or package_version("google-colab") is not None,
         "compat": list(compat.APPLIED),
+        "cuda_backend": toolchain.numba_cuda_backend(),
     }
 
 
@@ -177,6 +188,7 @@ def diagnose(env: dict[str, Any]) -> list[Problem]:
                 'pip install "numpy>=2.0,<2.5"',
             )
         )
+    problems += _numba_cuda_mlir_problems(env)
     cp_v, cb_v = _vtuple(v.get("cuda-python")), _vtuple(v.get("cuda-bindings"))
     if cp_v and cb_v and cp_v[:2] != cb_v[:2]:
         problems.append(
@@ -235,6 +247,32 @@ def diagnose(env: dict[str, Any]) -> list[Problem]:
     return problems
 
 
+def _numba_cuda_mlir_problems(env: dict[str, Any]) -> list[Problem]:
+    """numba-cuda-mlir without numba-cuda, or giving numba.cuda: what the course cannot run on (Chapter 0)."""
+    v = env.get("versions", {})
+    if v.get("numba-cuda-mlir") and not v.get("numba-cuda"):
+        return [
+            Problem(
+                True,
+                f"numba-cuda-mlir {v['numba-cuda-mlir']} without numba-cuda",
+                "numba-cuda-mlir is imported as numba_cuda_mlir and provides no numba.cuda, which every "
+                "kernel of the course imports; the course runs on numba-cuda (and its simulator).",
+                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}" (numba-cuda-mlir can stay installed)',
+            )
+        ]
+    if env.get("cuda_backend") == "numba-cuda-mlir":
+        return [
+            Problem(
+                False,
+                "numba.cuda comes from numba-cuda-mlir here, not numba-cuda",
+                f"The course is written and checked for numba-cuda {PIN_NUMBA_CUDA}. "
+                + toolchain.NUMBA_CUDA_MLIR_STATUS,
+                f'restart without redirecting numba.cuda; pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}"',
+            )
+        ]
+    return []
+
+
 def report(env: dict[str, Any] | None = None) -> str:
     """The doctor's text report of `env` (default: this machine), problems last (Chapter 0)."""
     env = env or collect()
@@ -252,7 +290,14 @@ def report(env: dict[str, Any] | None = None) -> str:
         ("python", env.get("python")),
     ]
     rows += [(name, ver or "not installed") for name, ver in env["versions"].items()]
+    backend = env.get("cuda_backend")
+    rows.append(("numba.cuda from", backend or "not imported yet"))
     lines = [f"{name + ':':<20}{value}" for name, value in rows]
+    if env["versions"].get("numba-cuda-mlir") and backend != "numba-cuda-mlir":
+        note = "Installed, not used by the course: " + toolchain.NUMBA_CUDA_MLIR_STATUS
+        lines += textwrap.wrap(
+            note, 100, initial_indent=" " * 20, subsequent_indent=" " * 20, break_on_hyphens=False
+        )
     if cc:
         tc = tensor_core_precisions(cc)
         lines.append(

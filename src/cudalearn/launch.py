@@ -1,5 +1,6 @@
 """Launch grids: how many blocks cover an array, the one rule every chapter's launch uses (Chapters 2-9);
-`run`, the launch of a kernel that may use warp intrinsics, on the tracer under the simulator (Chapter 10)."""
+`run`, the launch of a kernel that may use warp intrinsics, on the tracer under the simulator (Chapter 10);
+`prepared`, a launch whose arguments are typed and marshalled once (Chapters 9-10)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,58 @@ def run(kernel, griddim, blockdim, *args) -> None:
             " the CPU, the 32 lanes of each warp in lockstep."
         )
     trace.run(kernel, griddim, blockdim, *args)
+
+
+def prepared(kernel, griddim, blockdim, *args):
+    """A callable that runs kernel[griddim, blockdim](*args), its host work done once (Chapters 9-10).
+
+    `kernel[griddim, blockdim](*args)` does, at every call, on the host: it types each argument
+    to find the compiled kernel, turns each array into the 5 + 2 * ndim values the kernel
+    receives (size, item size, pointer, shape, strides) and builds a launch configuration;
+    only then does the driver launch it. For a kernel that runs tens of microseconds on the GPU
+    that host work takes as long as the kernel. `prepared` does it once, for these very arguments,
+    and returns a function that only launches (cuda.core's `launch`, the call Numba's own launch ends
+    in). The arrays must be device arrays (or objects with `__cuda_array_interface__`, such as
+    PyTorch's CUDA tensors): a host array would need a copy at every call, and is refused. The
+    returned function keeps the arguments alive; it launches on the default stream, as the plain
+    launch does. Under the simulator it is `run(kernel, griddim, blockdim, *args)`.
+    """
+    from cudalearn import device
+
+    if device.mode() == "sim":
+        return lambda: run(kernel, griddim, blockdim, *args)
+    from cuda.core import LaunchConfig
+    from cuda.core import launch as core_launch
+    from numba.cuda.cudadrv.driver import _to_core_stream
+    from numba.cuda.dispatcher import normalize_kernel_dimensions
+
+    args = tuple(cuda_view(a) for a in args)
+    griddim, blockdim = normalize_kernel_dimensions(griddim, blockdim)
+    compiled = kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+    stream = _to_core_stream(0)
+    writeback, values = [], []
+    for ty, value in zip(compiled.argument_types, args, strict=True):
+        compiled._prepare_args(ty, value, stream, writeback, values)
+    if writeback:
+        raise TypeError(
+            "launch.prepared needs device arrays: a host (NumPy) argument would be copied to the GPU and "
+            "back at every call. Copy it once with cuda.to_device and pass the device array."
+        )
+    config = LaunchConfig(grid=griddim, block=blockdim, shmem_size=0)
+    cu_kernel = compiled._codelibrary.get_cufunc().kernel
+
+    def launch_prepared():
+        core_launch(stream, config, cu_kernel, *values)
+
+    launch_prepared.arguments = args  # the arrays the launch points at stay alive with it
+    return launch_prepared
+
+
+def cuda_view(a):
+    """a as Numba's launch takes it: a CUDA tensor (any `__cuda_array_interface__`) viewed (Chapters 9-10)."""
+    from numba import cuda
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    if cuda.is_cuda_array(a) and not isinstance(a, DeviceNDArray):
+        return cuda.as_cuda_array(a)
+    return a

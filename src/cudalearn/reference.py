@@ -9,7 +9,10 @@ device and date, instead of simulator times. Nothing here is typed in.
 
 Every stored file has one format: a header (`device`, `compute_capability`,
 `date`, `created`, `mode`, `versions`, `source`, ...) and `figures`, a dict
-from key (`ch4.transpose`) to the figures of that key. Nsight Compute
+from key (`ch4.transpose`) to the figures of that key; an optional
+`superseded` header maps a key to a note when the code it measured has
+changed since (the figure is then labelled as of the earlier code, until
+the next GPU run replaces the file). Nsight Compute
 profiles are figures too (`from_ncu` turns a profiler script's result into
 this format). `index()` lists every stored file, `merge()` joins runs of one
 machine and writes `merged_from` itself; `cudalearn reference` prints the
@@ -126,14 +129,20 @@ def lookup(key: str, name: str | None = None) -> tuple[dict[str, Any] | None, di
     return None, load(name) if name else {"device": None, "figures": {}}
 
 
-def label(data: dict[str, Any]) -> str:
-    """'NVIDIA H200 (sm_90), 2026-11-29, numba-cuda 0.30.4': how a stored figure is labelled."""
+def label(data: dict[str, Any], key: str | None = None) -> str:
+    """'NVIDIA H200 (sm_90), 2026-11-29, numba-cuda 0.30.4': how a stored figure is labelled.
+
+    With `key`, a figure that the file's `superseded` header marks (code that changed after the run
+    measured it) gets that note: the figure is shown, and said to be of the earlier code.
+    """
     if not data.get("device"):
         return "no reference GPU run stored"
     cc = data.get("compute_capability") or []
     sm = f" (sm_{cc[0]}{cc[1]})" if len(cc) == 2 else ""
     nc = data.get("versions", {}).get("numba-cuda", "?")
-    return f"{data['device']}{sm}, {data.get('date', '?')}, numba-cuda {nc}"
+    text = f"{data['device']}{sm}, {data.get('date', '?')}, numba-cuda {nc}"
+    note = data.get("superseded", {}).get(key) if key else None
+    return f"{text}; SUPERSEDED: {note}" if note else text
 
 
 def figures(key: str, measure: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
@@ -151,7 +160,7 @@ def figures(key: str, measure: Callable[[], dict[str, Any]]) -> tuple[dict[str, 
     stored, data = lookup(key)
     if stored is None:
         return None, "no reference GPU run is stored for this figure yet (this machine has no GPU)"
-    return stored, f"reference run on {label(data)} (this machine has no GPU)"
+    return stored, f"reference run on {label(data, key)} (this machine has no GPU)"
 
 
 def problems(data: Any) -> list[str]:
@@ -169,6 +178,8 @@ def problems(data: Any) -> list[str]:
         found.append("no versions (numba-cuda at least)")
     if not isinstance(data.get("figures"), dict) or not data["figures"]:
         found.append("no figures")
+    elif unknown := set(data.get("superseded", {})) - set(data["figures"]):
+        found.append(f"superseded names figures the file does not have: {sorted(unknown)}")
     return found
 
 
@@ -297,9 +308,13 @@ def merge(runs: Sequence[tuple[str, dict[str, Any]]], what: Sequence[str] = ()) 
             text = what[i] if i < len(what) else _what(data)
             merged_from.append({"created": data.get("created", data["date"]), "file": name, "what": text})
     newest = max((data for _, data in runs), key=lambda d: str(d.get("created", d["date"])))
-    header = {k: v for k, v in newest.items() if k not in ("figures", "merged_from", "notebooks", "source")}
+    skip = ("figures", "merged_from", "notebooks", "source", "superseded")
+    header = {k: v for k, v in newest.items() if k not in skip}
     sources = list(dict.fromkeys(str(d.get("source", "?")) for _, d in runs))
     out = {**header, "source": "; ".join(sources), "merged_from": merged_from, "figures": figures}
+    superseded = {k: v for n, d in runs for k, v in d.get("superseded", {}).items() if owner.get(k) == n}
+    if superseded:  # each note stays with the figure it describes
+        out["superseded"] = superseded
     notebooks = [n for _, d in runs for n in d.get("notebooks", [])]
     if notebooks:
         out["notebooks"] = notebooks

@@ -56,7 +56,7 @@ def row(c: Claim) -> tuple[str, str, str, str, str]:
         figures, on = c.value, "this notebook"
     else:
         figures, data = reference.lookup(c.key)  # type: ignore[arg-type]
-        on = reference.label(data) if figures is not None else "no stored run"
+        on = reference.label(data, c.key) if figures is not None else "no stored run"
     if figures is None:
         return c.claim, c.source, "not measured", on, "untested"
     verdict = None if c.holds is None else c.holds(figures)

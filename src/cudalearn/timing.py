@@ -99,6 +99,7 @@ def _event_ms(fn: Callable[[], Any], launches: int) -> float:
     from numba import cuda
 
     start, end = cuda.event(), cuda.event()
+    fn()  # queued first: the clock starts when the GPU finishes it, with the next calls already issued
     start.record()
     for _ in range(launches):
         fn()
@@ -122,7 +123,10 @@ def gpu_time(
     timed together with that cost. So each sample brackets enough
     back-to-back calls to last `min_sample_ms` (at most `max_launches`),
     letting the launches queue up while the GPU works, and divides by
-    their number. Numba kernels and PyTorch operations both run on the
+    their number. One more call is issued before the first event, so the
+    clock starts on a busy GPU: the host's time to issue the first timed
+    call is not counted (it is when the host cannot keep up with the GPU,
+    whose time per call is then the host's). Numba kernels and PyTorch operations both run on the
     legacy default stream unless told otherwise, so the events bracket
     their work.
     """
@@ -247,6 +251,6 @@ def stored_results(key: str) -> Results | None:
         stored["rows"],
         stored.get("baseline"),
         "reference",
-        reference.label(data),
+        reference.label(data, key),
         stored.get("size", {}),
     )

@@ -2,6 +2,8 @@
 
 The one home of the course's toolchain code:
 
+* `numba_cuda_backend`: which package gave `numba.cuda` (numba-cuda, its simulator, or numba-cuda-mlir),
+  and `NUMBA_CUDA_MLIR_STATUS`, what numba-cuda-mlir does with the course (the doctor prints both);
 * `tool_paths` / `find_tool`: where ptxas and cuobjdump are (NVIDIA's wheels, Triton's copy, PATH);
 * `compile_report`: `ptxas -v` figures (registers, spills, shared memory) and the SASS instruction
   mix (`instruction_mix`) of PTX compiled for one GPU; `resources` and `kernel_ptx`: what the CUDA
@@ -29,6 +31,37 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+# Which Numba CUDA compiler (Chapter 0's doctor) ---------------------------------------------------
+
+#: What numba-cuda-mlir, numba-cuda's successor, does with the course: measured by
+#: scripts/check_numba_cuda_mlir.py (data/numba-cuda-mlir/compile-report.md); the doctor prints it.
+NUMBA_CUDA_MLIR_STATUS = (
+    "numba-cuda-mlir 0.6.0, checked without a GPU, provides numba_cuda_mlir.cuda, not numba.cuda, "
+    "and has no simulator. With every numba name the kernels use taken from numba_cuda_mlir, 64 of "
+    "the course's 66 kernels compile to PTX for sm_75 and sm_90 (regblock_2d_prefetch and "
+    "regblock_2d_prefetch_t4 hit a compiler bug); with only numba.cuda redirected, 11 do (numba's "
+    "float32 is untyped there). None has run on a GPU yet (data/numba-cuda-mlir/compile-report.md)."
+)
+
+
+def numba_cuda_backend(modules=None):
+    """Which package gave this process `numba.cuda`; None while it is not imported (never imports it).
+
+    'numba-cuda', 'numba-cuda (simulator)', or 'numba-cuda-mlir' when `numba.cuda` is
+    `numba_cuda_mlir.cuda` (numba-cuda-mlir installs no `numba.cuda` of its own: something redirected
+    it). `modules` stands for sys.modules (a test plants one). Chapter 0's doctor reports it.
+    """
+    modules = sys.modules if modules is None else modules
+    cuda = modules.get("numba.cuda")
+    if cuda is None:
+        return None
+    where = f"{getattr(cuda, '__name__', '')} {getattr(cuda, '__file__', None) or ''}"
+    if "numba_cuda_mlir" in where:
+        return "numba-cuda-mlir"
+    simulator = getattr(modules.get("numba.core.config"), "ENABLE_CUDASIM", 0)
+    return "numba-cuda (simulator)" if simulator else "numba-cuda"
+
 
 # ptxas and cuobjdump (Chapter 6) -----------------------------------------------------------------
 

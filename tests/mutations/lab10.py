@@ -19,6 +19,16 @@ ROWS = "range(lane, n, 32)"
 SUM = "    s = cuda.shfl_sync(FULL_MASK, warp_sum(s), 0)  # lane 0's total, in every lane"
 XOR_MAX = "v = max(v, cuda.shfl_xor_sync(FULL_MASK, v, offset))"
 COMBINE = "    m = max(m_a, m_b)\n    return m, d_a * math.exp(m_a - m) + d_b * math.exp(m_b - m)"
+LOOP_HEAD = "    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):"
+TREE = (
+    "    while stride > 0:  # sequential addressing: the active threads are the first `stride`\n"
+    "        if tid < stride:\n"
+    "            s[tid] += s[tid + stride]\n" + TREE_BARRIER + "        stride //= 2\n"
+)
+WARP_SUM_DOWN = (
+    "@cuda.jit(device=True)\ndef warp_sum_down(v):\n    offset = 16\n    while offset > 0:\n"
+    "        v += cuda.shfl_down_sync(FULL_MASK, v, offset)\n        offset //= 2\n    return v\n\n\n"
+)
 
 MUTATIONS = [
     # Exercise 1: block_sum ------------------------------------------------------------------------
@@ -92,13 +102,15 @@ MUTATIONS = [
         "sum-idle-threads-skip-slot",
         "array_sum",
         "threads with no element leave their shared slot unwritten",
-        r"initcheck|never wrote|not written|uninitiali",
+        r"initcheck.*s\[32\].*Hint: every thread of the block writes its slot.*past the end of the array.*"
+        r"float32\(0\.0\), the identity of a sum",
         ("    s[tid] = acc\n", "    if cuda.grid(1) < x.shape[0]:\n        s[tid] = acc\n"),
     ),
     wrong(
         "sum-early-return",
         "array_sum",
         "threads past the end return before the barriers",
+        r"returned on line.*Hint: a thread with no element of x \(past the end of the array\) must not "
         r"return",
         (
             "    acc = float32(0.0)\n",
@@ -119,6 +131,54 @@ MUTATIONS = [
         r"outside",
         ("tid = cuda.threadIdx.x", "tid = cuda.grid(1)"),
     ),
+    wrong(
+        "sum-stride-blockdim",
+        "array_sum",
+        "the grid-stride loop steps by cuda.blockDim.x: elements added several times",
+        r"added several times: the grid-stride loop steps by cuda\.blockDim\.x",
+        (LOOP_HEAD, "    for i in range(cuda.grid(1), x.shape[0], cuda.blockDim.x):"),
+    ),
+    wrong(
+        "sum-loop-from-tid",
+        "array_sum",
+        "the grid-stride loop starts at cuda.threadIdx.x: every block adds the same elements",
+        r"every block added the same elements.*start it at cuda\.grid\(1\)",
+        (LOOP_HEAD, "    for i in range(tid, x.shape[0], cuda.gridsize(1)):"),
+    ),
+    wrong(
+        "sum-loop-misses-last",
+        "array_sum",
+        "the loop's bound is x.shape[0] - 1: the last element is left out",
+        r"the last element, x\[n - 1\], is missing",
+        (LOOP_HEAD, "    for i in range(cuda.grid(1), x.shape[0] - 1, cuda.gridsize(1)):"),
+    ),
+    wrong(
+        "sum-acc-overwrite",
+        "array_sum",
+        "acc = x[i]: each thread keeps its last element only",
+        r"only the last of its grid-stride elements.*acc \+= x\[i\]",
+        ("        acc += x[i]", "        acc = x[i]"),
+    ),
+    wrong(
+        "sum-last-warp-no-sync",
+        "array_sum",
+        "the tree's last warp unrolled without barriers (warp-synchronous, unsafe since Volta)",
+        r"race.*a warp does not run in lockstep",
+        (
+            TREE,
+            "    while stride > 32:\n        if tid < stride:\n            s[tid] += s[tid + stride]\n"
+            "        cuda.syncthreads()\n        stride //= 2\n"
+            "    if tid < 32:  # one warp left: no barrier, as if its lanes ran in lockstep\n"
+            "        while stride > 0:\n            s[tid] += s[tid + stride]\n            stride //= 2\n",
+        ),
+    ),
+    wrong(
+        "sum-guard-bound",
+        "array_sum",
+        "the tree's guard is `tid + stride < BLOCK`: threads past `stride` add too, racing with the readers",
+        r"race on s\[",
+        ("        if tid < stride:\n", "        if tid + stride < BLOCK:\n"),
+    ),
     valid("sum-block-128", "array_sum", "blocks of 128 threads", ("BLOCK = 64", "BLOCK = 128")),
     valid(
         "sum-while-stride",
@@ -136,6 +196,43 @@ MUTATIONS = [
         "array_sum",
         "the block's last thread does the atomic",
         ("    if tid == 0:\n", "    if tid == BLOCK - 1:\n"),
+    ),
+    valid(
+        "sum-interleaved",
+        "array_sum",
+        "interleaved addressing: the stride doubles, `if tid % (2 * stride) == 0:`",
+        ("    stride = BLOCK // 2\n", ""),
+        (
+            TREE,
+            "    stride = 1\n    while stride < BLOCK:\n        if tid % (2 * stride) == 0:\n"
+            "            s[tid] += s[tid + stride]\n        cuda.syncthreads()\n        stride *= 2\n",
+        ),
+    ),
+    valid(
+        "sum-shuffles",
+        "array_sum",
+        "a shfl_down_sync tree in each warp, then thread 0 adds the warps' sums from shared memory",
+        code=(
+            "BLOCK = 64\nWARPS = BLOCK // 32  # a module-level constant: the shared array's size\n\n\n"
+            "@cuda.jit\ndef array_sum(x, out):\n"
+            "    s = cuda.shared.array(WARPS, float32)\n"
+            "    tid = cuda.threadIdx.x\n"
+            "    acc = float32(0.0)\n"
+            "    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):\n"
+            "        acc += x[i]\n"
+            "    offset = 16\n"
+            "    while offset > 0:\n"
+            "        acc += cuda.shfl_down_sync(FULL_MASK, acc, offset)\n"
+            "        offset //= 2\n"
+            "    if cuda.laneid == 0:\n"
+            "        s[tid // 32] = acc\n"
+            "    cuda.syncthreads()\n"
+            "    if tid == 0:\n"
+            "        total = float32(0.0)\n"
+            "        for w in range(WARPS):\n"
+            "            total += s[w]\n"
+            "        cuda.atomic.add(out, 0, total)\n"
+        ),
     ),
     # Exercise 2: warp_sum and warp_sums -------------------------------------------------------------
     wrong(
@@ -211,6 +308,34 @@ MUTATIONS = [
         "v = 0.0: the shuffled value is float64",
         r"float64",
         ("v = float32(0.0)", "v = 0.0"),
+    ),
+    wrong(
+        "warp-block-local-index",
+        "warp_sums",
+        "w = cuda.threadIdx.x // 32: the warp's index within its block",
+        r"cuda\.threadIdx\.x // 32 numbers the warps within one block",
+        ("    w = i // 32\n", "    w = cuda.threadIdx.x // 32\n"),
+    ),
+    wrong(
+        "warp-shfl-sync",
+        "warp_sums",
+        "cuda.shfl_sync (a broadcast from lane `offset`) instead of shfl_xor_sync",
+        r"shfl_sync\(mask, v, offset\) reads lane `offset` itself",
+        (SHFL, "v += cuda.shfl_sync(FULL_MASK, v, offset)"),
+    ),
+    wrong(
+        "warp-threadidx-zero",
+        "warp_sums",
+        "`cuda.threadIdx.x == 0` writes: one warp per block",
+        r"only the first warp of each block wrote.*cuda\.laneid == 0",
+        (LANE0, "if cuda.threadIdx.x == 0 and w < out.shape[0]:"),
+    ),
+    wrong(
+        "warp-no-x-guard",
+        "warp_sums",
+        "no guard on the load of x: lanes past the end read outside it",
+        r"out-of-bounds read of x\[",
+        ("    if i < x.shape[0]:\n        v = x[i]\n", "    v = x[i]\n"),
     ),
     valid(
         "warp-down",
@@ -314,6 +439,53 @@ MUTATIONS = [
         r"max only in lane 0|in lane 0 only",
         (XOR_MAX, "v = max(v, cuda.shfl_down_sync(FULL_MASK, v, offset))"),
     ),
+    wrong(
+        "sm-init-zero",
+        "softmax_rows",
+        "the max starts at 0.0, not -inf (0 / 0 in a row of logits below -88)",
+        r"max starts at 0.*float32\(-math\.inf\)",
+        ("float32(-math.inf)", "float32(0.0)"),
+    ),
+    wrong(
+        "sm-sum-no-max",
+        "softmax_rows",
+        "the sum's exp forgets m: y = exp(x - m) / sum(exp(x))",
+        r"divided by the sum of exp\(x\), without m",
+        ("        s += math.exp(x[row, j] - m)", "        s += math.exp(x[row, j])"),
+    ),
+    wrong(
+        "sm-sum-with-max",
+        "softmax_rows",
+        "warp_max where warp_sum was meant (copied from the max pass)",
+        r"largest lane's partial sum.*warp_sum",
+        ("warp_sum(s)", "warp_max(s)"),
+    ),
+    wrong(
+        "sm-down-sum-no-broadcast",
+        "softmax_rows",
+        "a shfl_down_sync tree for the row's sum (valid in exercise 2), and no broadcast of lane 0's sum",
+        r"only lane 0 holds the row's sum; broadcast it",
+        ("@cuda.jit\ndef softmax_rows", WARP_SUM_DOWN + "@cuda.jit\ndef softmax_rows"),
+        (SUM, "    s = warp_sum_down(s)"),
+    ),
+    wrong(
+        "sm-running-sum",
+        "softmax_rows",
+        "y written in the sum's loop, divided by the running partial sum",
+        r"sums to .*, not 1.*complete only after every lane's loop",
+        (
+            "        s += math.exp(x[row, j] - m)\n",
+            "        s += math.exp(x[row, j] - m)\n        y[row, j] = math.exp(x[row, j] - m) / s\n",
+        ),
+        (SUM + "\n    for j in range(lane, n, 32):\n        y[row, j] = math.exp(x[row, j] - m) / s", ""),
+    ),
+    wrong(
+        "sm-lane-threadidx",
+        "softmax_rows",
+        "lane = cuda.threadIdx.x: the second warp of a block starts at column 32",
+        r"never written.*cuda\.laneid, 0 to 31 in every warp",
+        ("    lane = cuda.laneid\n", "    lane = cuda.threadIdx.x\n"),
+    ),
     valid(
         "sm-finite-init",
         "softmax_rows",
@@ -335,6 +507,28 @@ MUTATIONS = [
             "        e = math.exp(x[row, j] - m)\n        y[row, j] = e\n        s += e",
         ),
         ("        y[row, j] = math.exp(x[row, j] - m) / s", "        y[row, j] = y[row, j] / s"),
+    ),
+    valid(
+        "sm-online",
+        "softmax_rows",
+        "one pass per lane with the online rule, then a butterfly of the lanes' (m, d) states",
+        (
+            "    m = float32(-math.inf)\n    for j in range(lane, n, 32):\n        m = max(m, x[row, j])\n"
+            "    m = warp_max(m)  # the row's max, in every lane\n"
+            "    s = float32(0.0)\n    for j in range(lane, n, 32):\n        s += math.exp(x[row, j] - m)\n"
+            + SUM
+            + "\n",
+            "    m = float32(-math.inf)\n    s = float32(0.0)\n    for j in range(lane, n, 32):\n"
+            "        v = x[row, j]\n        if v > m:\n            s = s * math.exp(m - v) + float32(1.0)\n"
+            "            m = v\n        else:\n            s += math.exp(v - m)\n"
+            "    offset = 16\n    while offset > 0:\n"
+            "        m_o = cuda.shfl_xor_sync(FULL_MASK, m, offset)\n"
+            "        s_o = cuda.shfl_xor_sync(FULL_MASK, s, offset)\n"
+            "        m_new = max(m, m_o)\n"
+            "        if m_new > float32(-math.inf):  # a lane with no column has the empty state (-inf, 0)\n"
+            "            s = s * math.exp(m - m_new) + s_o * math.exp(m_o - m_new)\n"
+            "        m = m_new\n        offset //= 2\n",
+        ),
     ),
     # Exercise 4: online_combine -----------------------------------------------------------------------
     wrong(
@@ -371,6 +565,54 @@ MUTATIONS = [
         "returns (d, m)",
         r"\(d, m\)",
         (COMBINE, "    m = max(m_a, m_b)\n    return d_a * math.exp(m_a - m) + d_b * math.exp(m_b - m), m"),
+    ),
+    wrong(
+        "comb-rescale-b-only",
+        "online_combine",
+        "rescales d_b only",
+        r"only d_b was rescaled",
+        (COMBINE, "    m = max(m_a, m_b)\n    return m, d_a + d_b * math.exp(m_b - m)"),
+    ),
+    wrong(
+        "comb-forgets-db",
+        "online_combine",
+        "adds exp(m_b - m), as if chunk b were one element: d_b dropped",
+        r"d_b is missing",
+        (COMBINE, "    m = max(m_a, m_b)\n    return m, d_a * math.exp(m_a - m) + math.exp(m_b - m)"),
+    ),
+    wrong(
+        "comb-min",
+        "online_combine",
+        "m = min(m_a, m_b)",
+        r"the new m is the smaller of m_a and m_b",
+        (COMBINE, "    m = min(m_a, m_b)\n    return m, d_a * math.exp(m_a - m) + d_b * math.exp(m_b - m)"),
+    ),
+    wrong(
+        "comb-no-shift",
+        "online_combine",
+        "scales the sums by exp(m_a) and exp(m_b), the new max not subtracted",
+        r"the factors are exp\(m_a\) and exp\(m_b\)",
+        (COMBINE, "    m = max(m_a, m_b)\n    return m, d_a * math.exp(m_a) + d_b * math.exp(m_b)"),
+    ),
+    wrong(
+        "comb-overflow",
+        "online_combine",
+        "rescales through exp(m_a) / exp(m): right on small logits, overflows near 1000",
+        r"raised OverflowError.*nothing overflows",
+        (
+            COMBINE,
+            "    m = max(m_a, m_b)\n    return m, (d_a * math.exp(m_a) + d_b * math.exp(m_b)) / math.exp(m)",
+        ),
+    ),
+    valid(
+        "comb-empty-guard",
+        "online_combine",
+        "early returns for an empty state (d = 0)",
+        (
+            COMBINE,
+            "    if d_a == 0:\n        return m_b, d_b\n    if d_b == 0:\n        return m_a, d_a\n"
+            + COMBINE,
+        ),
     ),
     valid(
         "comb-branch",

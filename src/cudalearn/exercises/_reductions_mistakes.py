@@ -23,7 +23,10 @@ def sum_mistakes(x: np.ndarray, block: int, blocks: int) -> dict[str, float]:
     for g in range(threads):  # each thread's grid-stride partial sum
         acc[g] = x[g::threads].astype(np.float64).sum()
     per_block = acc.reshape(blocks, block)
-    first = x[: min(n, threads)].astype(np.float64)
+    z = x.astype(np.float64)
+    first = z[: min(n, threads)]
+    by_block = sum(z[g::block].sum() for g in range(min(n, threads)))  # step blockDim.x, not the grid's
+    same = blocks * sum(z[t::threads].sum() for t in range(block))  # each block starts at threadIdx.x
     mistakes = {
         f"every thread of a block added the block's total to out[0] (out[0] is {block} times the sum): "
         f"only one thread per block, e.g. `if tid == 0:`, does the cuda.atomic.add": block * acc.sum(),
@@ -35,8 +38,27 @@ def sum_mistakes(x: np.ndarray, block: int, blocks: int) -> dict[str, float]:
         ),
         "only block 0's sum reached out[0]: every block adds its sum, one cuda.atomic.add(out, 0, s[0]) "
         "per block, not only `cuda.blockIdx.x == 0`": per_block[0].sum(),
+        f"every block added the same elements ({blocks} times the first block's share): the grid-stride "
+        f"loop starts at cuda.threadIdx.x, which is the same in every block; start it at cuda.grid(1), "
+        f"the thread's index in the whole grid": same,
+        f"every block added the whole array (out[0] is {blocks} times the sum): the loop starts at "
+        f"cuda.threadIdx.x and steps by the block's size, so each block covers all of x; start at "
+        f"cuda.grid(1) and step by cuda.gridsize(1), the threads of the whole grid": blocks * z.sum(),
+        "the last element, x[n - 1], is missing: range(start, stop, step) already stops before `stop`, so "
+        "the bound is x.shape[0], not x.shape[0] - 1": z[:-1].sum(),
     }
+    if n > block and blocks > 1:
+        mistakes[
+            "elements were added several times: the grid-stride loop steps by cuda.blockDim.x (one block), "
+            "but the grid has cuda.gridsize(1) threads, and the next block already covers the elements a "
+            "block's step lands on; step by cuda.gridsize(1)"
+        ] = by_block
     if n > threads:
+        last = sum(z[g + (n - 1 - g) // threads * threads] for g in range(threads))
+        mistakes[
+            "each thread kept only the last of its grid-stride elements: `acc = x[i]` replaces the running "
+            "sum; accumulate with `acc += x[i]`"
+        ] = last
         mistakes[
             f"your kernel added only the first {threads} elements (one per thread of the grid: {blocks} "
             f"blocks of {block}), of n = {n}: the check launches fewer threads than elements, so each "
@@ -48,12 +70,14 @@ def sum_mistakes(x: np.ndarray, block: int, blocks: int) -> dict[str, float]:
 def lanes(v: np.ndarray, op: str, offsets: Sequence[int], combine: Callable = np.add) -> np.ndarray:
     """Each lane's value after `v = combine(v, shfl_<op>_sync(FULL, v, o))` for o in offsets; v (..., 32).
 
+    op: "down", "up", "xor", or "idx" (cuda.shfl_sync: every lane reads lane o).
+
     A lane whose source lane is outside the warp gets its own value back, as the GPU does.
     """
     v = np.array(v, dtype=np.float64)
     lanes = np.arange(WARP)
     for o in offsets:
-        src = {"down": lanes + o, "up": lanes - o, "xor": lanes ^ o}[op]
+        src = {"down": lanes + o, "up": lanes - o, "xor": lanes ^ o, "idx": np.full(WARP, o)}[op]
         inside = (src >= 0) & (src < WARP)
         v = combine(v, np.where(inside, v[..., np.clip(src, 0, WARP - 1)], v))
     return v
@@ -73,6 +97,9 @@ def warp_mistakes(warps: np.ndarray) -> dict[str, np.ndarray]:
         "are 16, 8, 4, 2, 1": lanes(warps, "down", tree[:-1])[:, 0],
         "each warp's sum holds only its lanes 0-15: offset 16 is missing (the loop starts at 8). The "
         "offsets are 16, 8, 4, 2, 1": lanes(warps, "down", tree[1:])[:, 0],
+        "cuda.shfl_sync(mask, v, offset) reads lane `offset` itself (every lane gets the same value, a "
+        "broadcast), not lane i ^ offset or i + offset: the tree adds "
+        "cuda.shfl_xor_sync(FULL_MASK, v, offset) (or shfl_down_sync)": lanes(warps, "idx", tree)[:, 0],
     }
     for lane in range(1, WARP):
         out[
@@ -102,6 +129,8 @@ def softmax_mistakes(x: np.ndarray) -> dict[str, np.ndarray]:
         for j in range(cols):
             partial[:, lane[j]] += e[:, j]
         down = lanes(partial, "down", (16, 8, 4, 2, 1))
+        from_zero = np.exp((z - np.maximum(z.max(axis=1, keepdims=True), 0)).astype(np.float32))
+        e_no_m = np.exp(x).sum(axis=1, keepdims=True, dtype=np.float32)  # float32: overflows, or underflows
         out = {
             "exp(x) overflowed float32 (above x = 88.7) in a row of large logits: subtract the row's "
             "maximum before exp, exp(x - m), which changes nothing in exact arithmetic (softmax is the same "
@@ -120,6 +149,16 @@ def softmax_mistakes(x: np.ndarray) -> dict[str, np.ndarray]:
             "the rows do not sum to 1 outside lane 0's columns: after warp_sum's shfl_down_sync tree only "
             "lane 0 holds the row's sum; broadcast it to every lane with cuda.shfl_sync(FULL_MASK, s, 0) "
             "before dividing": e / down[:, lane],
+            "your max starts at 0 (or another value above some row's logits), not at -inf: in a row whose "
+            "logits are all below -88 every exp(x - 0) underflows to 0 and 0 / 0 is NaN. Start the max at "
+            "float32(-math.inf), so that m is the row's own maximum and its largest exp is 1": (
+                from_zero / from_zero.sum(axis=1, keepdims=True)
+            ),
+            "each exp(x - m) was divided by the sum of exp(x), without m: that sum overflows float32 (inf, "
+            "so y = 0) or underflows to 0 (y = inf); subtract the same row max m in the sum as in each "
+            "element": np.exp(z - z.max(axis=1, keepdims=True)).astype(np.float32) / e_no_m,
+            "each element was divided by the largest lane's partial sum: the lanes' partial sums are "
+            "combined with warp_sum (added), not warp_max": e / partial.max(axis=1, keepdims=True),
         }
         if cols > WARP:
             out[
@@ -146,6 +185,14 @@ def combine_mistakes(a: tuple, b: tuple) -> dict[str, tuple[float, float]]:
             "the new m is not the larger of m_a and m_b (m = m_b, the newest?): the state's m is the running "
             "maximum, so that every exp(x - m) is at most 1": (mb, da * np.exp(np.float64(ma - mb)) + db),
             "the new m is the smaller of m_a and m_b: the state's m is the running maximum, max(m_a, m_b), "
-            "so that no exp(x - m) overflows": (lo, (da * ea + db * eb) * np.exp(np.float64(m - lo))),
+            "so that no exp(x - m) overflows": (
+                lo,
+                da * np.exp(np.float64(ma) - lo) + db * np.exp(np.float64(mb) - lo),
+            ),
+            "d_b is missing: chunk b's sum of exponentials is d_b, so it adds d_b * exp(m_b - m), not "
+            "exp(m_b - m) (that is the state of a single element, (v, 1))": (m, da * ea + eb),
+            "the factors are exp(m_a) and exp(m_b): each sum moves to the new max's scale with "
+            "exp(m_a - m) and exp(m_b - m), which are at most 1 (exp(m_a) alone overflows for logits near "
+            "1000)": (m, da * np.exp(np.float64(ma)) + db * np.exp(np.float64(mb))),
             "it returns (d, m): return the pair in the order (m, d)": (da * ea + db * eb, m),
         }

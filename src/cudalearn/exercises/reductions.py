@@ -49,8 +49,13 @@ def _tracer_problem(e: Exception) -> str:
     return f"the tracer could not run your kernel: {e}"
 
 
-def _traced(kernel: Any, griddim: Any, blockdim: Any, *args: Any, what: str, hint: str) -> Any:
-    """The tracer's report of one launch on copies of args; any finding raised as an AssertionError."""
+def _traced(
+    kernel: Any, griddim: Any, blockdim: Any, *args: Any, what: str, hint: str, **sanitizer_hints: str
+) -> Any:
+    """The tracer's report of one launch on copies of args; any finding raised as an AssertionError.
+
+    hint: the fix of a race; sanitizer_hints (init_hint, return_hint): report.sanitizer_message's.
+    """
     from cudalearn.trace import TraceError, trace
 
     copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
@@ -58,7 +63,7 @@ def _traced(kernel: Any, griddim: Any, blockdim: Any, *args: Any, what: str, hin
         report = trace(kernel, griddim, blockdim, *copies)
     except (TraceError, IndexError) as e:
         raise AssertionError(f"{what}: {_tracer_problem(e)}") from None
-    problem = report.sanitizer_message()
+    problem = report.sanitizer_message(**sanitizer_hints)
     if problem:
         raise AssertionError(f"{what}: {problem}")
     if report.race_count:
@@ -104,8 +109,19 @@ def _smallest(cases: Sequence[tuple]) -> tuple:
 SUM_BARRIERS = (
     "every thread writes its partial sum into the shared array, then cuda.syncthreads(), before any "
     "thread reads another's; and each step of the tree ends with a cuda.syncthreads() that every thread "
-    "of the block reaches (outside the `if tid < stride:`), before the next step reads what it wrote. "
+    "of the block reaches (outside the `if tid < stride:`), before the next step reads what it wrote "
+    "(the last 32 threads too: a warp does not run in lockstep, so its steps need a barrier as well). "
     "Nothing orders the blocks: they add to out[0] only through cuda.atomic.add."
+)
+SUM_INIT = (
+    "every thread of the block writes its slot, s[tid] = acc, before the cuda.syncthreads() that precedes "
+    "the tree, also a thread with no element of x (past the end of the array): its acc is still "
+    "float32(0.0), the identity of a sum, so the tree reads 0 there, never undefined shared memory."
+)
+SUM_RETURN = (
+    "a thread with no element of x (past the end of the array) must not return: it takes part in the "
+    "tree, with acc = float32(0.0) (the identity of a sum) in its slot, and reaches every "
+    "cuda.syncthreads(); the grid-stride loop simply runs zero times for it."
 )
 
 
@@ -172,7 +188,15 @@ def check_array_sum(kernel: Any, block: int, cases: Sequence[tuple[int, int]] | 
 
     def traced():
         return _traced(
-            kernel, small[1], block, x_small, np.zeros(1, np.float32), what=where, hint=SUM_BARRIERS
+            kernel,
+            small[1],
+            block,
+            x_small,
+            np.zeros(1, np.float32),
+            what=where,
+            hint=SUM_BARRIERS,
+            init_hint=SUM_INIT,
+            return_hint=SUM_RETURN,
         )
 
     for x, blocks, exact in runs:
@@ -253,10 +277,27 @@ def check_warp_sums(kernel: Any, cases: Sequence[int] | None = None, threads: in
             "offset = 16, 8, 4, 2, 1."
         )
         if np.isnan(got).any():
-            hint = (
-                f"{int(np.isnan(got).sum())} warp(s) wrote nothing (out still holds the check's NaN there): "
-                f"the first is warp {int(np.argmax(np.isnan(got)))}. " + hint
-            )
+            written = ~np.isnan(got)
+            per_block = threads // WARP
+            warp_ids = np.arange(w)
+            if np.array_equal(written, warp_ids % per_block == 0) and per_block > 1:
+                hint = (
+                    "only the first warp of each block wrote its sum: `cuda.threadIdx.x == 0` is lane 0 of "
+                    "the block's first warp only; every warp's lane 0 writes, `cuda.laneid == 0` (the "
+                    "thread's index within its warp, cuda.threadIdx.x % 32). " + hint
+                )
+            elif np.array_equal(written, warp_ids < per_block) and w > per_block:
+                hint = (
+                    f"only out[0] to out[{per_block - 1}] were written, by every block in turn (a race): "
+                    f"cuda.threadIdx.x // 32 numbers the warps within one block, so every block writes the "
+                    f"same {per_block} elements; the warp's index in the whole grid is cuda.grid(1) // 32. "
+                    + hint
+                )
+            else:
+                hint = (
+                    f"{int(np.isnan(got).sum())} warp(s) wrote nothing (out still holds the check's NaN "
+                    f"there): the first is warp {int(np.argmax(np.isnan(got)))}. " + hint
+                )
         else:
             for why, value in mistakes.warp_mistakes(warps).items():
                 if np.all(np.abs(got - value) <= tol + _gamma(6) * np.abs(value)):
@@ -272,9 +313,12 @@ def _logits(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     """Large logits: rows offset by 100 to 130 (exp of them overflows float32), one spike beyond column 32.
 
     Row 0's largest value is its last column, 100 above the rest: a max taken over only some of the
-    columns (or none) makes exp overflow there.
+    columns (or none) makes exp overflow there. Row 1 is offset by -100 to -130 instead (exp of them
+    underflows to 0): a max that starts at 0 rather than -inf gives 0 / 0 there.
     """
-    x = rng.standard_normal((rows, cols)) * 3 + rng.uniform(100, 130, (rows, 1))
+    offset = rng.uniform(100, 130, (rows, 1))
+    offset[1:2] *= -1
+    x = rng.standard_normal((rows, cols)) * 3 + offset
     x[0, -1] = x[0].max() + 100
     if rows > 1:
         x[1, rng.integers(cols)] -= 1000  # a probability that underflows to 0: still fine
@@ -298,7 +342,8 @@ def check_softmax_rows(
     Launched with launch.blocks(rows * 32, threads) blocks of `threads` threads
     (warp w = cuda.grid(1) // 32 handles row w; there may be warps past the
     last row). The logits are large (rows offset by 100 to 130, a spike past
-    column 32): exp without the max subtracted overflows. Rows longer and
+    column 32): exp without the max subtracted overflows; row 1's are below
+    -88 (offset by -100 to -130): a max that starts at 0 gives 0 / 0. Rows longer and
     shorter than 32. Compared with float64 within rtol (cols/32 + 8) * u
     (the float32 additions of the row's sum and the roundings of exp and /).
     """
@@ -343,9 +388,10 @@ def check_softmax_rows(
             r, c = np.argwhere(unwritten)[0]
             hint = (
                 f"{int(unwritten.sum())} element(s) were never written, the first y[{r}, {c}]: row r is "
-                f"warp r (cuda.grid(1) // 32), and its lane l writes columns l, l + 32, ... of row r."
+                f"warp r (cuda.grid(1) // 32, counted over the whole grid), and its lane l (cuda.laneid, "
+                f"0 to 31 in every warp) writes columns l, l + 32, ... of row r."
             )
-        if hint is None and not np.isfinite(got).all():
+        if hint is None and not np.isfinite(got[normal]).all():  # not only 0 / 0 where an exp underflows
             hint = (
                 "some y are inf or NaN: exp overflows float32 above 88.7; subtract the row's maximum (over "
                 "all its columns, combined across the lanes with warp_max) before exp."
@@ -355,7 +401,8 @@ def check_softmax_rows(
             bad = np.abs(sums - 1) > 1e-4
             hint = (
                 f"row {int(np.argmax(bad))} sums to {sums[np.argmax(bad)]:.6g}, not 1: every element is "
-                f"divided by the sum of the whole row's exp(x - m), which every lane of the warp must hold."
+                f"divided by the sum of the whole row's exp(x - m) (complete only after every lane's loop "
+                f"and the warp_sum: divide in a pass of its own), which every lane of the warp must hold."
                 if bad.any()
                 else "the rows sum to 1 but the values are off: is every exp(x[j] - m) taken with the row's "
                 "max m and the element's own x[j]?"

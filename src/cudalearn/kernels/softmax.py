@@ -22,12 +22,16 @@ same shape (y may be x itself: each thread writes only what it read):
   one-element case, one exp per element); the second sweep writes.
 * `layernorm`: one warp per row; y = (x - mean) / sqrt(var + eps) * gamma +
   beta (Ba, Kiros and Hinton, "Layer Normalization", 2016; var is the
-  biased variance, as `torch.nn.functional.layer_norm` uses). Each lane
-  runs Welford's update over its columns (`welford_update`), and the lanes'
-  (count, mean, M2) are merged by Chan, Golub and LeVeque's pairwise rule
-  (`welford_merge`) through shuffles (`warp_welford`). A row of at most
-  32 * LN_VALS columns is read once into registers, as in `softmax_registers`;
-  a longer row is read twice (statistics, then the write).
+  biased variance, as `torch.nn.functional.layer_norm` uses). A row of at
+  most 32 * LN_VALS columns is read once into registers; each lane takes the
+  exact (count, mean, M2) of its values by two passes over its registers,
+  and the lanes' summaries are merged by Chan, Golub and LeVeque's pairwise
+  rule (`welford_merge`) through shuffles (`warp_welford`).
+* `layernorm_block`: `layernorm` with one block of LN_BLOCK threads per row,
+  LN_BLOCK_VALS values a thread; the two sums go through `sum_over_block`.
+* `layernorm_long`: any row length, streamed: each lane runs Welford's
+  one-pass update over its columns (`welford_update`), the lanes merge as
+  above, and the write reads the row a second time.
 
 Numerically stable: every exponent is x - (the row's maximum) <= 0, so no
 exp overflows, whatever the values. All arithmetic is float32: `math.exp`
@@ -40,7 +44,7 @@ skips a row past the end as a whole or runs every shuffle with FULL_MASK.
 import math
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
 from cudalearn import launch
 from cudalearn.kernels.reductions import (
@@ -59,6 +63,8 @@ SIGNATURES = {
     "softmax_online": "void(float32[:, ::1], float32[:, ::1])",
     "softmax_registers": "void(float32[:, ::1], float32[:, ::1])",
     "layernorm": "void(float32[:, ::1], float32[::1], float32[::1], float32[:, ::1], float32)",
+    "layernorm_block": "void(float32[:, ::1], float32[::1], float32[::1], float32[:, ::1], float32)",
+    "layernorm_long": "void(float32[:, ::1], float32[::1], float32[::1], float32[:, ::1], float32)",
 }
 
 #: Threads of `softmax_block`'s blocks (one block per row); at most reductions.BLOCK.
@@ -69,8 +75,12 @@ ROWS_PER_BLOCK = 4
 NEG_INF = np.float32(-np.inf)
 #: Values per lane that `softmax_registers` keeps in registers: rows up to 32 * 8 = 256 columns.
 SOFTMAX_VALS = 8
-#: Values per lane that `layernorm` keeps in registers: rows up to 32 * 24 = 768 columns read once.
+#: Values per lane that `layernorm` keeps in registers: rows up to 32 * 24 = 768 columns.
 LN_VALS = 24
+#: Threads of `layernorm_block`'s blocks (one block per row); at most reductions.BLOCK.
+LN_BLOCK = 128
+#: Values per thread that `layernorm_block` keeps in registers: rows up to 128 * 8 = 1024 columns.
+LN_BLOCK_VALS = 8
 
 
 # The online rule and Welford's: one home each, used per element and across lanes -------------
@@ -203,21 +213,24 @@ def softmax_registers(x, y):
     """y[r] = softmax(x[r]) for rows of at most 32 * SOFTMAX_VALS columns, read once (Chapter 10).
 
     One warp per row as `softmax_warp`, but each lane first loads its
-    columns into `vals` (independent loads, in flight together; a column
-    past the row reads -inf, whose exp is 0), then takes the maximum and the
-    sum from registers and writes once: one read of the row instead of
-    three. The loops over `vals` have constant trip counts, so the compiler
-    unrolls them and keeps `vals` in registers. `launch_rows` refuses
-    longer rows.
+    columns into `vals` (independent loads, in flight together; a slot past
+    the row holds -inf, whose exp is 0), then takes the maximum and the sum
+    from registers and writes once: one read of the row instead of three.
+    The loops over `vals` have constant trip counts, so the compiler
+    unrolls them and keeps `vals` in registers. Its indices are `uint32`:
+    a Numba index is a signed 64-bit integer that may be negative (Python's
+    x[-1]), so every access with one also tests its sign and adds the
+    length; an unsigned index needs neither (half the instructions).
+    `mine` is how many columns of the row the lane holds. `launch_rows`
+    refuses rows longer than 32 * SOFTMAX_VALS.
     """
-    lane = cuda.threadIdx.x
-    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
-    if row < x.shape[0]:
-        cols = x.shape[1]
+    lane = uint32(cuda.threadIdx.x)
+    row = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y)
+    if row < uint32(x.shape[0]):
+        mine = (uint32(x.shape[1]) + uint32(31) - lane) // uint32(32)  # columns lane, lane + 32, ...
         vals = cuda.local.array(SOFTMAX_VALS, float32)
         for k in range(SOFTMAX_VALS):
-            j = lane + 32 * k
-            vals[k] = x[row, j] if j < cols else NEG_INF
+            vals[k] = x[row, lane + uint32(32 * k)] if uint32(k) < mine else NEG_INF
         m = NEG_INF
         for k in range(SOFTMAX_VALS):
             m = max(m, vals[k])
@@ -228,9 +241,8 @@ def softmax_registers(x, y):
             d += vals[k]
         inv = float32(1.0) / warp_sum(d)
         for k in range(SOFTMAX_VALS):
-            j = lane + 32 * k
-            if j < cols:
-                y[row, j] = vals[k] * inv
+            if uint32(k) < mine:
+                y[row, lane + uint32(32 * k)] = vals[k] * inv
 
 
 @cuda.jit
@@ -252,13 +264,86 @@ def softmax_online(x, y):
 
 @cuda.jit
 def layernorm(x, gamma, beta, y, eps):
-    """y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta; one warp per row, Welford + Chan (Ch. 10).
+    """y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta; one warp per row, in registers (Chapter 10).
 
     gamma, beta (cols,) float32; var is the biased variance M2 / cols. Rows
-    of at most 32 * LN_VALS columns: each lane loads its columns into `vals`
-    first (independent loads), runs Welford's update over them (a column
-    past the row is skipped, its count not incremented) and writes once
-    from registers. Longer rows: Welford over x, then a second read of x.
+    of at most 32 * LN_VALS columns (`layernorm_long` takes longer ones).
+    Each lane loads its columns into `vals` (independent loads) and, since
+    they are in registers, takes its own (count, mean, M2) by the exact two
+    passes, the mean and then the squared deviations from it, at no extra
+    memory traffic; the lanes' summaries merge by Chan's rule through
+    shuffles (`warp_welford`); the row is written once, from registers.
+    Indices are `uint32` (see `softmax_registers`).
+    """
+    lane = uint32(cuda.threadIdx.x)
+    row = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y)
+    if row < uint32(x.shape[0]):
+        cols = uint32(x.shape[1])
+        vals = cuda.local.array(LN_VALS, float32)
+        s = float32(0.0)
+        n = float32(0.0)
+        for k in range(LN_VALS):
+            j = lane + uint32(32 * k)
+            vals[k] = x[row, j] if j < cols else float32(0.0)
+        for k in range(LN_VALS):
+            if lane + uint32(32 * k) < cols:
+                s += vals[k]
+                n += float32(1.0)
+        mean = s / n if n > float32(0.0) else float32(0.0)
+        m2 = float32(0.0)
+        for k in range(LN_VALS):
+            if lane + uint32(32 * k) < cols:
+                dv = vals[k] - mean
+                m2 += dv * dv
+        n, mean, m2 = warp_welford(n, mean, m2)
+        rstd = float32(1.0) / math.sqrt(m2 / n + eps)
+        for k in range(LN_VALS):
+            j = lane + uint32(32 * k)
+            if j < cols:
+                y[row, j] = (vals[k] - mean) * rstd * gamma[j] + beta[j]
+
+
+@cuda.jit
+def layernorm_block(x, gamma, beta, y, eps):
+    """`layernorm` with one block of LN_BLOCK threads per row, LN_BLOCK_VALS values a thread (Chapter 10).
+
+    Rows of at most LN_BLOCK * LN_BLOCK_VALS columns. Thread t holds columns
+    t, t + LN_BLOCK, ... in registers; the row's sum and then its sum of
+    squared deviations go through `sum_over_block` (warp shuffles, then the
+    warps' sums in shared memory): the two passes over registers, for the
+    whole block. Four times the threads of `layernorm` on a row, each with a
+    quarter of the values: fewer registers, and a row's life is shorter.
+    """
+    scratch = cuda.shared.array(WARPS, float32)
+    row = uint32(cuda.blockIdx.x)
+    t = uint32(cuda.threadIdx.x)
+    cols = uint32(x.shape[1])
+    vals = cuda.local.array(LN_BLOCK_VALS, float32)
+    s = float32(0.0)
+    for k in range(LN_BLOCK_VALS):
+        j = t + uint32(LN_BLOCK * k)
+        vals[k] = x[row, j] if j < cols else float32(0.0)
+        s += vals[k]
+    mean = sum_over_block(s, scratch) / float32(cols)
+    q = float32(0.0)
+    for k in range(LN_BLOCK_VALS):
+        if t + uint32(LN_BLOCK * k) < cols:
+            dv = vals[k] - mean
+            q += dv * dv
+    rstd = float32(1.0) / math.sqrt(sum_over_block(q, scratch) / float32(cols) + eps)
+    for k in range(LN_BLOCK_VALS):
+        j = t + uint32(LN_BLOCK * k)
+        if j < cols:
+            y[row, j] = (vals[k] - mean) * rstd * gamma[j] + beta[j]
+
+
+@cuda.jit
+def layernorm_long(x, gamma, beta, y, eps):
+    """`layernorm` for rows of any length: Welford's update over x, then a second read to write (Ch. 10).
+
+    One warp per row. A row too long for registers is streamed: each lane
+    runs Welford's one-pass update over its columns (`welford_update`), the
+    lanes merge by Chan's rule (`warp_welford`), and the write reads x again.
     """
     lane = cuda.threadIdx.x
     row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
@@ -267,27 +352,12 @@ def layernorm(x, gamma, beta, y, eps):
         count = float32(0.0)
         mean = float32(0.0)
         m2 = float32(0.0)
-        if cols <= 32 * LN_VALS:
-            vals = cuda.local.array(LN_VALS, float32)
-            for k in range(LN_VALS):
-                j = lane + 32 * k
-                vals[k] = x[row, j] if j < cols else float32(0.0)
-            for k in range(LN_VALS):
-                if lane + 32 * k < cols:
-                    count, mean, m2 = welford_update(count, mean, m2, vals[k])
-            count, mean, m2 = warp_welford(count, mean, m2)
-            rstd = float32(1.0) / math.sqrt(m2 / count + eps)
-            for k in range(LN_VALS):
-                j = lane + 32 * k
-                if j < cols:
-                    y[row, j] = (vals[k] - mean) * rstd * gamma[j] + beta[j]
-        else:
-            for j in range(lane, cols, 32):
-                count, mean, m2 = welford_update(count, mean, m2, x[row, j])
-            count, mean, m2 = warp_welford(count, mean, m2)
-            rstd = float32(1.0) / math.sqrt(m2 / count + eps)
-            for j in range(lane, cols, 32):
-                y[row, j] = (x[row, j] - mean) * rstd * gamma[j] + beta[j]
+        for j in range(lane, cols, 32):
+            count, mean, m2 = welford_update(count, mean, m2, x[row, j])
+        count, mean, m2 = warp_welford(count, mean, m2)
+        rstd = float32(1.0) / math.sqrt(m2 / count + eps)
+        for j in range(lane, cols, 32):
+            y[row, j] = (x[row, j] - mean) * rstd * gamma[j] + beta[j]
 
 
 # Host side -----------------------------------------------------------------------------------
@@ -297,7 +367,30 @@ def rows_launch(kernel, rows: int):
     """(griddim, blockdim) of a row kernel: one block per row, or one warp per row (Chapter 10)."""
     if kernel_name(kernel) == "softmax_block":
         return rows, SOFTMAX_BLOCK
+    if kernel_name(kernel) == "layernorm_block":
+        return rows, LN_BLOCK
     return launch.blocks(rows, ROWS_PER_BLOCK), (32, ROWS_PER_BLOCK)
+
+
+def _rows_call(kernel, x, y, extra):
+    """(griddim, blockdim, args) of a row kernel's launch on x into y, its row length checked (Chapter 10)."""
+    name = kernel_name(kernel)
+    if name == "softmax_registers" and x.shape[1] > 32 * SOFTMAX_VALS:
+        raise ValueError(
+            f"softmax_registers holds at most 32 * SOFTMAX_VALS = {32 * SOFTMAX_VALS} columns a row in "
+            f"registers, got {x.shape[1]}: use softmax_warp or softmax_online for longer rows"
+        )
+    held = {"layernorm": 32 * LN_VALS, "layernorm_block": LN_BLOCK * LN_BLOCK_VALS}.get(name)
+    if held is not None and x.shape[1] > held:
+        raise ValueError(
+            f"{name} holds at most {held} columns a row in registers, got {x.shape[1]}: use "
+            "layernorm_long for longer rows"
+        )
+    grid, block = rows_launch(kernel, x.shape[0])
+    if name.startswith("layernorm"):
+        gamma, beta, eps = extra
+        return grid, block, (x, gamma, beta, y, np.float32(eps))
+    return grid, block, (x, y, *extra)
 
 
 def launch_rows(kernel, x, y, *extra):
@@ -306,18 +399,20 @@ def launch_rows(kernel, x, y, *extra):
     extra: layernorm's (gamma, beta, eps), passed in its signature's order
     (x, gamma, beta, y, eps); the softmax kernels take none.
     """
-    if kernel_name(kernel) == "softmax_registers" and x.shape[1] > 32 * SOFTMAX_VALS:
-        raise ValueError(
-            f"softmax_registers holds at most 32 * SOFTMAX_VALS = {32 * SOFTMAX_VALS} columns a row in "
-            f"registers, got {x.shape[1]}: use softmax_warp or softmax_online for longer rows"
-        )
-    grid, block = rows_launch(kernel, x.shape[0])
-    if kernel_name(kernel) == "layernorm":
-        gamma, beta, eps = extra
-        launch.run(kernel, grid, block, x, gamma, beta, y, np.float32(eps))
-    else:
-        launch.run(kernel, grid, block, x, y, *extra)
+    grid, block, args = _rows_call(kernel, x, y, extra)
+    launch.run(kernel, grid, block, *args)
     return y
+
+
+def prepare_rows(kernel, x, y, *extra):
+    """`launch_rows` as a zero-argument callable, its host work done once (`launch.prepared`; Ch. 10).
+
+    x, y (and gamma, beta) must be device arrays or CUDA tensors; what a
+    benchmark or a training loop that launches the same arrays again and
+    again uses.
+    """
+    grid, block, args = _rows_call(kernel, x, y, extra)
+    return launch.prepared(kernel, grid, block, *args)
 
 
 def softmax_reference(x) -> np.ndarray:

@@ -275,16 +275,19 @@ class TraceReport(Counts):
         out += [f"warning: {w}" for w in self.warnings]
         return "\n".join(out)
 
-    def sanitizer_message(self) -> str:
-        """The first barrier error, else uninitialized read, as a message with its fix; or '' (labs 3-6).
+    def sanitizer_message(self, *, init_hint: str | None = None, return_hint: str | None = None) -> str:
+        """The first barrier error, else uninitialized read, as a message with its fix; or '' (labs 3-6, 10).
 
         An uninitialized read that another thread's write in the same phase explains is also a race,
         and is left to the race checks (report.races), whose hint names the missing barrier.
+        init_hint and return_hint: the fix of an uninitialized read and of a return before a barrier,
+        in the words of the caller's kernel (by default a tiled matmul's: zero-fill the tile, guard
+        the store of C).
         """
         if self.barrier_errors:
             err = self.barrier_errors[0]
             if err.kind == "returned":
-                hint = (
+                hint = return_hint or (
                     "move the return after the last cuda.syncthreads(), or guard the work instead of"
                     " returning (e.g. `if row < C.shape[0] and col < C.shape[1]:` around the store only)"
                     ", so that every thread of the block reaches every barrier."
@@ -303,10 +306,13 @@ class TraceReport(Counts):
             u = unexplained[0]
             return (
                 f"the tracer found {self.uninitialized_reads} read(s) of shared memory that the block"
-                f" had not written (initcheck). The first: {u}. Hint: zero-fill the tile elements"
-                f" outside the matrix: every thread stores its element of the tile, the matrix value"
-                f" or 0 (e.g. `sA[ty, tx] = A[row, k0 + tx] if row < m and k0 + tx < K else float32(0.0)`),"
-                f" before the cuda.syncthreads() that precedes the reads."
+                f" had not written (initcheck). The first: {u}. Hint: "
+                + (
+                    init_hint
+                    or "zero-fill the tile elements outside the matrix: every thread stores its element of"
+                    " the tile, the matrix value or 0 (e.g. `sA[ty, tx] = A[row, k0 + tx] if row < m and"
+                    " k0 + tx < K else float32(0.0)`), before the cuda.syncthreads() that precedes the reads."
+                )
             )
         return ""
 

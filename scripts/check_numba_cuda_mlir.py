@@ -1,0 +1,306 @@
+"""Compile every course kernel with numba-cuda-mlir to PTX for sm_75 (T4) and sm_90 (H100/H200), no GPU.
+
+numba-cuda-mlir (NVIDIA's successor of numba-cuda, import name `numba_cuda_mlir`) does not provide
+`numba.cuda`: its `cuda` module is `numba_cuda_mlir.cuda`, and it never imports numba. The course's
+kernels say `from numba import cuda, float32, ...`, so this script gives them a `numba` that
+numba-cuda-mlir fills, in two ways (`--bridge`; both by default, each a section of the report):
+
+* `shim`: a stand-in `numba` package whose every name (`cuda`, `float32`, `uint32`, `int64`,
+  `uint16`, `config`, `numba.cuda.libdevice`) comes from numba-cuda-mlir, as if the course's imports
+  were rewritten to `from numba_cuda_mlir import cuda` (the migration its README documents);
+  `config.ENABLE_CUDASIM` is added (0): numba-cuda-mlir's config has no simulator switch.
+* `alias`: the real numba (core) stays, only `numba.cuda` (and `numba.cuda.libdevice`) point at
+  numba-cuda-mlir; `float32` and friends are numba's own types.
+
+Each kernel module found by `cudalearn.kernels.kernel_modules()` is compiled in a child process (a
+crash of the compiler costs one module, not the run), every kernel of its `SIGNATURES` with
+`cuda.compile_ptx(kernel.py_func, sig, cc=cc)`, as `tests/test_kernels.py` does with numba-cuda.
+numba-cuda-mlir 0.6.0's compile_ptx asks the CUDA driver for the current GPU's capability even when
+`cc` is given (`numba_cuda_mlir.tools.resolve_gpu_target`), so without a GPU the script presets its
+cache (`numba_cuda_mlir.tools._cached_cc`) to the target; on a GPU nothing is preset. When a ptxas is
+found (the nvidia-cuda-nvcc wheel), each PTX is also assembled for its target (`ptxas -arch=sm_XX`).
+
+Run it from the repository root with a Python that has numba-cuda-mlir, never the course's .venv:
+
+    python3 -m venv /tmp/mlirvenv
+    /tmp/mlirvenv/bin/pip install "numba-cuda-mlir[cu12]==0.6.0" numba==0.68.1 numpy==2.4.6
+    PYTHONPATH=src /tmp/mlirvenv/bin/python scripts/check_numba_cuda_mlir.py \\
+        --out data/numba-cuda-mlir/compile-report.md --log data/numba-cuda-mlir/compile-log.txt
+
+It writes a Markdown report (per bridge: the failures by cause, then kernel x target: ok, or the
+number of its cause) and a raw log with the last traceback lines of each cause; it exits 0 whatever
+compiles (the report is the result). `--modules` limits it to some kernel modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import types
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+TARGETS = ((7, 5), (9, 0))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _version(dist):
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def install_bridge(kind):
+    """Make `numba.cuda` (and, for 'shim', all of `numba`) resolve to numba-cuda-mlir in this process."""
+    from numba_cuda_mlir import cuda
+
+    if kind == "alias":
+        import numba
+
+        numba.cuda = cuda
+        sys.modules["numba.cuda"] = cuda
+        sys.modules["numba.cuda.libdevice"] = cuda.libdevice
+        return
+    numba = types.ModuleType("numba")
+    numba.__path__ = []  # a package, so `from numba.cuda import libdevice` resolves through sys.modules
+    for name in dir(cuda):
+        if not name.startswith("_"):
+            setattr(numba, name, getattr(cuda, name))
+    config = types.ModuleType("numba.config")
+    config.__dict__.update({k: v for k, v in vars(cuda.config).items() if not k.startswith("__")})
+    config.ENABLE_CUDASIM = 0  # the course reads it; numba-cuda-mlir has no simulator
+    numba.config, numba.cuda = config, cuda
+    sys.modules.update({"numba": numba, "numba.cuda": cuda, "numba.cuda.libdevice": cuda.libdevice})
+    sys.modules["numba.config"] = config
+
+
+def _first_line(exc):
+    """An exception's type and the first line of its message; for an MLIR verifier failure, its error line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line.split(":0: ", 1)[-1] for line in lines if line.startswith("error:")]
+    first = lines[0] if lines else ""
+    if first.startswith("Failed in") and len(lines) > 1:  # Numba's pipeline banner: the cause is next
+        errors = errors or [lines[1]]
+    return f"{type(exc).__name__}: {first} {errors[0] if errors else ''}".strip()[:400]
+
+
+def _gpu_present():
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+def _ptxas(ptx, cc):
+    """None when ptxas assembles `ptx` for sm_<cc> (or no ptxas is found: 'skipped'); else its error."""
+    from cudalearn.toolchain import find_tool
+
+    ptxas = find_tool("ptxas")
+    if not ptxas:
+        return "skipped"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        run = subprocess.run(
+            [ptxas, f"-arch=sm_{cc[0]}{cc[1]}", str(src), "-o", str(Path(tmp) / "k.cubin")],
+            capture_output=True,
+            text=True,
+        )
+    return None if run.returncode == 0 else (run.stderr.strip().splitlines() or ["ptxas failed"])[0][:300]
+
+
+def worker(module, bridge):
+    """Compile one module's kernels for every target; print one JSON line {key: result}."""
+    out = {}
+    try:
+        install_bridge(bridge)
+        import numba_cuda_mlir.tools as tools
+
+        gpu = _gpu_present()
+        mod = importlib.import_module(module)
+    except Exception as e:  # the module cannot even be imported under this bridge
+        out[f"{module}.*"] = {"error": _first_line(e), "trace": traceback.format_exc()[-3000:]}
+        print(json.dumps(out))
+        return
+    for name, sig in getattr(mod, "SIGNATURES", {}).items():
+        for cc in TARGETS:
+            key = f"{module}.{name}@sm_{cc[0]}{cc[1]}"
+            if not gpu:  # numba-cuda-mlir 0.6.0 asks the driver for the host's capability: tell it
+                tools._cached_cc = cc
+            start = time.perf_counter()
+            try:
+                ptx, _ = _compile(mod, name, sig, cc)
+            except Exception as e:
+                out[key] = {"error": _first_line(e), "trace": traceback.format_exc()[-3000:]}
+                continue
+            target = next((line.split()[1] for line in ptx.splitlines() if line.startswith(".target")), "?")
+            out[key] = {
+                "ok": True,
+                "seconds": round(time.perf_counter() - start, 2),
+                "ptx_lines": len(ptx.splitlines()),
+                "target": target,
+                "ptxas": _ptxas(ptx, cc),
+            }
+    print(json.dumps(out))
+
+
+def _compile(mod, name, sig, cc):
+    from numba import cuda
+
+    kernel = getattr(mod, name)
+    return cuda.compile_ptx(getattr(kernel, "py_func", kernel), sig, cc=cc)
+
+
+def run_all(modules, bridge, timeout):
+    """{key: result} for every module, each compiled by a child process of this script."""
+    results = {}
+    for module in modules:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", module, "--bridge", bridge]
+        print(f"compiling {module} ...", flush=True)
+        try:
+            env = {**os.environ, "NUMBA_CUDA_MLIR_ICE_FULL_TB": "1"}  # the compiler's error, not a pointer
+            run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            results[f"{module}.*"] = {"error": f"timeout after {timeout} s", "trace": ""}
+            continue
+        lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+        if run.returncode or not lines:
+            tail = run.stderr.strip().splitlines()[-1:] or [f"exit code {run.returncode}"]
+            results[f"{module}.*"] = {"error": f"child died: {tail[0][:300]}", "trace": run.stderr[-3000:]}
+            continue
+        results.update(json.loads(lines[-1]))
+    return results
+
+
+BRIDGES = {
+    "shim": "every name of `numba` from numba-cuda-mlir (the course's imports rewritten to numba_cuda_mlir)",
+    "alias": "only `numba.cuda` from numba-cuda-mlir; `float32` and the other types from numba 0.68",
+}
+
+
+def section(results, bridge, seconds):
+    """One bridge's part of the report: counts, the failures grouped by cause, one row per kernel."""
+    rows, kernels = [], {}
+    for key, res in results.items():
+        kernel, _, sm = key.rpartition("@") if "@" in key else (key, "", "all")
+        kernels.setdefault(kernel, {})[sm or "all"] = res
+    ok = sum(1 for r in results.values() if r.get("ok"))
+    assembled = sum(1 for r in results.values() if r.get("ok") and r.get("ptxas") is None)
+    causes = {}  # error -> compiles that failed with it, the most frequent first
+    for res in results.values():
+        if not res.get("ok"):
+            causes[res["error"]] = causes.get(res["error"], 0) + 1
+    number = {cause: i for i, (cause, _) in enumerate(sorted(causes.items(), key=lambda c: -c[1]), 1)}
+
+    def cell(res):
+        if res is None:
+            return "-"
+        if res.get("ok"):
+            extra = "" if res.get("ptxas") in (None, "skipped") else f"; ptxas: {res['ptxas']}"
+            return f"ok ({res['ptx_lines']} PTX lines{extra})"
+        return f"FAIL [{number[res['error']]}]"
+
+    for kernel, by_sm in sorted(kernels.items()):
+        if "all" in by_sm:
+            rows.append(f"| `{kernel}` | {cell(by_sm['all'])} | (same) |")
+        else:
+            rows.append(f"| `{kernel}` | {cell(by_sm.get('sm_75'))} | {cell(by_sm.get('sm_90'))} |")
+    head = [
+        f"## Bridge `{bridge}`: {BRIDGES[bridge]}",
+        "",
+        f"**{ok} of {len(results)} compiles succeeded** ({len(kernels)} kernels x sm_75, sm_90, "
+        f"{seconds:.0f} s); {assembled} of them assembled by ptxas for their target.",
+        "",
+    ]
+    if causes:
+        head += ["Failures by cause (compiles):", ""]
+        head += [f"{number[c]}. {c.replace('|', '/')} ({n} compiles)" for c, n in causes.items()]
+        head += [""]
+    head += ["| kernel | sm_75 (T4) | sm_90 (H100/H200) |", "|---|---|---|"]
+    return "\n".join(head + rows) + "\n"
+
+
+def header(bridges):
+    """The report's title, what wrote it, where and with which versions."""
+    dists = ("numba-cuda-mlir", "numba", "numba-cuda", "numpy", "cuda-bindings", "cuda-toolkit")
+    return "\n".join(
+        [
+            "# numba-cuda-mlir: the course's kernels compiled to PTX",
+            "",
+            f"Written by `scripts/check_numba_cuda_mlir.py --bridge {' '.join(bridges)}` on "
+            f"{time.strftime('%Y-%m-%d')} ({platform.machine()}, "
+            f"{'a GPU present' if _gpu_present() else 'no GPU: the target capability preset'}).",
+            "",
+            "Versions: "
+            + ", ".join(f"{d} {_version(d) or 'not installed'}" for d in dists)
+            + f", python {platform.python_version()}.",
+            "",
+        ]
+    )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="data/numba-cuda-mlir/compile-report.md", help="Markdown report")
+    parser.add_argument("--log", default="data/numba-cuda-mlir/compile-log.txt", help="raw log (tracebacks)")
+    parser.add_argument("--json", default=None, help="also write the results as JSON here")
+    parser.add_argument("--bridge", nargs="+", choices=tuple(BRIDGES), default=list(BRIDGES))
+    parser.add_argument("--modules", nargs="*", help="kernel modules (default: every one the course has)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per module")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.bridge[0])
+        return 0
+    if _version("numba-cuda-mlir") is None:
+        print("numba-cuda-mlir is not installed in this Python: see this script's docstring", file=sys.stderr)
+        return 2
+    from cudalearn.kernels import kernel_modules
+
+    modules = args.modules or kernel_modules()
+    text, log, everything = header(args.bridge), [], {}
+    for bridge in args.bridge:
+        start = time.perf_counter()
+        results = everything[bridge] = run_all(modules, bridge, args.timeout)
+        text += "\n" + section(results, bridge, time.perf_counter() - start)
+        traced = set()  # one traceback per cause; the other kernels that hit it are listed
+        for key, res in sorted(results.items()):
+            if not res.get("ok") and res["error"] not in traced:
+                traced.add(res["error"])
+                same = sorted(k for k, r in results.items() if r.get("error") == res["error"] and k != key)
+                log += [
+                    f"### {bridge}: {key}",
+                    "",
+                    res["error"],
+                    "",
+                    "```",
+                    res.get("trace", "").strip(),
+                    "```",
+                ]
+                log += ["", f"The same error: {', '.join(same) or 'no other compile'}.", ""]
+    for path in (args.out, args.log, args.json):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    Path(args.log).write_text("\n".join([text, "## Failures: the last lines of each traceback", "", *log]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(everything, indent=1, sort_keys=True))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""numba-cuda-mlir (issue 17): which package gives numba.cuda, and what the doctor says of numba-cuda-mlir.
+
+CI has no GPU and no numba-cuda-mlir: every environment here is planted (stand-in modules, a dict for
+the doctor); only the last tests read this process and the stored compile report.
+"""
+
+import copy
+import re
+import sys
+import types
+from pathlib import Path
+
+from test_doctor import GOOD
+
+from cudalearn import doctor, toolchain
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORT = ROOT / "data" / "numba-cuda-mlir" / "compile-report.md"
+
+
+def row(name, value):
+    """A line of the doctor's report, as `doctor.report` aligns it."""
+    return f"{name + ':':<20}{value}"
+
+
+def cuda_module(name, file, simulator=0):
+    """sys.modules as a process sees it once `numba.cuda` (named `name`, from `file`) is imported."""
+    cuda = types.ModuleType(name)
+    cuda.__file__ = file
+    config = types.SimpleNamespace(ENABLE_CUDASIM=simulator)
+    return {"numba.cuda": cuda, "numba.core.config": config}
+
+
+def test_backend_is_none_before_numba_cuda_is_imported():
+    assert toolchain.numba_cuda_backend({}) is None
+    assert toolchain.numba_cuda_backend({"numba": types.ModuleType("numba")}) is None
+
+
+def test_backend_numba_cuda_on_the_gpu_target_and_on_the_simulator():
+    file = "/venv/lib/python3.11/site-packages/numba_cuda/numba/cuda/__init__.py"
+    assert toolchain.numba_cuda_backend(cuda_module("numba.cuda", file)) == "numba-cuda"
+    assert toolchain.numba_cuda_backend(cuda_module("numba.cuda", file, 1)) == "numba-cuda (simulator)"
+
+
+def test_backend_numba_cuda_mlir_when_numba_cuda_is_redirected_to_it():
+    file = "/venv/lib/python3.11/site-packages/numba_cuda_mlir/cuda/__init__.py"
+    assert toolchain.numba_cuda_backend(cuda_module("numba_cuda_mlir.cuda", file)) == "numba-cuda-mlir"
+    assert toolchain.numba_cuda_backend({"numba.cuda": types.ModuleType("numba_cuda_mlir.cuda")}) == (
+        "numba-cuda-mlir"
+    )
+
+
+def test_this_process_runs_numba_cuda_on_the_simulator():
+    assert "numba.cuda" in sys.modules  # conftest ran cudalearn.setup() in sim mode
+    assert toolchain.numba_cuda_backend() == "numba-cuda (simulator)"
+    env = doctor.collect()
+    assert env["cuda_backend"] == "numba-cuda (simulator)" and "numba-cuda-mlir" in env["versions"]
+    assert row("numba.cuda from", "numba-cuda (simulator)") in doctor.report(env)
+
+
+def plant(mlir=None, numba_cuda="0.30.4", backend="numba-cuda"):
+    """test_doctor's good GPU environment with numba-cuda-mlir `mlir` (None: not installed) added."""
+    env = copy.deepcopy(GOOD)
+    env["versions"] |= {"numba-cuda": numba_cuda, "numba-cuda-mlir": mlir}
+    return {**env, "cuda_backend": backend}
+
+
+def test_no_numba_cuda_mlir_is_no_problem_and_reported_not_installed():
+    env = plant()
+    assert doctor.diagnose(env) == []
+    text = doctor.report(env)
+    assert row("numba-cuda-mlir", "not installed") in text and row("numba.cuda from", "numba-cuda") in text
+    assert toolchain.NUMBA_CUDA_MLIR_STATUS not in text
+
+
+def test_numba_cuda_mlir_beside_numba_cuda_is_reported_with_what_works_not_a_problem():
+    env = plant(mlir="0.6.0")
+    assert doctor.diagnose(env) == []
+    text = doctor.report(env)
+    assert row("numba-cuda-mlir", "0.6.0") in text
+    assert " ".join(text.split()).count(" ".join(toolchain.NUMBA_CUDA_MLIR_STATUS.split())) == 1
+    assert "Installed, not used by the course" in text
+
+
+def test_numba_cuda_mlir_without_numba_cuda_blocks_with_the_pin_as_fix():
+    (problem,) = doctor.diagnose(plant(mlir="0.6.0", numba_cuda=None, backend=None))
+    assert problem.blocking and "without numba-cuda" in problem.title
+    assert f"numba-cuda[cu12]=={doctor.PIN_NUMBA_CUDA}" in problem.fix
+    assert row("numba.cuda from", "not imported yet") in doctor.report(plant(backend=None))
+
+
+def test_numba_cuda_redirected_to_numba_cuda_mlir_is_a_warning_that_says_what_works():
+    env = plant(mlir="0.6.0", backend="numba-cuda-mlir")
+    (problem,) = doctor.diagnose(env)
+    assert not problem.blocking and "numba-cuda-mlir" in problem.title
+    assert toolchain.NUMBA_CUDA_MLIR_STATUS in problem.detail
+    text = doctor.report(env)
+    assert "[warning] numba.cuda comes from numba-cuda-mlir" in text and "not used by the course" not in text
+
+
+def test_the_status_the_doctor_prints_is_the_stored_compile_report():
+    text = REPORT.read_text()
+    version = re.search(r"numba-cuda-mlir (\d+\.\d+\.\d+)", text).group(1)
+    (shim, total, kernels), (alias, _, _) = (
+        tuple(map(int, m))
+        for m in re.findall(r"\*\*(\d+) of (\d+) compiles succeeded\*\* \((\d+) kernels", text)
+    )
+    assert total == 2 * kernels, "every kernel compiled for sm_75 and sm_90"
+    status = toolchain.NUMBA_CUDA_MLIR_STATUS
+    assert status.startswith(f"numba-cuda-mlir {version},")
+    assert f"{shim // 2} of the course's {kernels} kernels compile" in status and shim % 2 == 0
+    assert f"only numba.cuda redirected, {alias // 2} do" in status and alias % 2 == 0
+    shim_section = text.split("## Bridge `alias`")[0]
+    failing = set(re.findall(r"^\| `cudalearn\.kernels\.\w+\.(\w+)` \| FAIL", shim_section, re.M))
+    assert len(failing) == kernels - shim // 2 and all(name in status for name in failing), failing
