@@ -64,14 +64,18 @@ def prepared(kernel, griddim, blockdim, *args):
 
     `kernel[griddim, blockdim](*args)` does, at every call, on the host: it types each argument
     to find the compiled kernel, turns each array into the 5 + 2 * ndim values the kernel
-    receives (size, item size, pointer, shape, strides) and builds a launch configuration;
-    only then does the driver launch it. For a kernel that runs tens of microseconds on the GPU
+    receives (two empty fields, size, item size, pointer, shape, strides) and builds a launch
+    configuration; only then does the driver launch it. For a kernel that runs tens of microseconds on the GPU
     that host work takes as long as the kernel. `prepared` does it once, for these very arguments,
     and returns a function that only launches (cuda.core's `launch`, the call Numba's own launch ends
     in). The arrays must be device arrays (or objects with `__cuda_array_interface__`, such as
     PyTorch's CUDA tensors): a host array would need a copy at every call, and is refused. The
-    returned function keeps the arguments alive; it launches on the default stream, as the plain
-    launch does. Under the simulator it is `run(kernel, griddim, blockdim, *args)`.
+    returned function keeps the arguments alive and launches on the legacy default stream, as the
+    plain launch does (not PyTorch's current stream, if that is another). It captures the arrays'
+    addresses, shapes and strides once: a tensor reallocated in place (`resize_`, `set_`) or replaced
+    by a new one is not followed. No dynamic shared memory, cooperative launch or `debug=True` error
+    check; it uses numba-cuda internals (`_prepare_args`, `_codelibrary`), checked against 0.30.4.
+    Under the simulator it is `run(kernel, griddim, blockdim, *args)`.
     """
     from cudalearn import device
 

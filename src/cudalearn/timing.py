@@ -124,11 +124,12 @@ def gpu_time(
     back-to-back calls to last `min_sample_ms` (at most `max_launches`),
     letting the launches queue up while the GPU works, and divides by
     their number. One more call is issued before the first event, so the
-    clock starts on a busy GPU: the host's time to issue the first timed
-    call is not counted (it is when the host cannot keep up with the GPU,
-    whose time per call is then the host's). Numba kernels and PyTorch operations both run on the
-    legacy default stream unless told otherwise, so the events bracket
-    their work.
+    clock starts on a busy GPU when that call outlasts the host's time to
+    record the event and issue the next one: the host's time to issue the
+    first timed call is then not counted (it is when the host cannot keep
+    up with the GPU, whose time per call is then the host's). Numba
+    kernels and PyTorch operations both run on the legacy default stream
+    unless told otherwise, so the events bracket their work.
     """
     _refuse_sim("gpu_time()")
     for _ in range(warmup):

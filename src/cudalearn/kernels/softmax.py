@@ -24,7 +24,7 @@ same shape (y may be x itself: each thread writes only what it read):
   beta (Ba, Kiros and Hinton, "Layer Normalization", 2016; var is the
   biased variance, as `torch.nn.functional.layer_norm` uses). A row of at
   most 32 * LN_VALS columns is read once into registers; each lane takes the
-  exact (count, mean, M2) of its values by two passes over its registers,
+  (count, mean, M2) of its values by two passes over its registers,
   and the lanes' summaries are merged by Chan, Golub and LeVeque's pairwise
   rule (`welford_merge`) through shuffles (`warp_welford`).
 * `layernorm_block`: `layernorm` with one block of LN_BLOCK threads per row,
@@ -217,10 +217,11 @@ def softmax_registers(x, y):
     the row holds -inf, whose exp is 0), then takes the maximum and the sum
     from registers and writes once: one read of the row instead of three.
     The loops over `vals` have constant trip counts, so the compiler
-    unrolls them and keeps `vals` in registers. Its indices are `uint32`:
-    a Numba index is a signed 64-bit integer that may be negative (Python's
-    x[-1]), so every access with one also tests its sign and adds the
-    length; an unsigned index needs neither (half the instructions).
+    unrolls them and keeps `vals` in registers. Its indices are built from
+    `uint32` values: a signed index may be negative (Python's x[-1]), so an
+    access with one picks between j and j + length, which also stops the
+    column offset being folded into the address; unsigned indices need
+    neither (half the instructions executed, in Chapter 10's probe).
     `mine` is how many columns of the row the lane holds. `launch_rows`
     refuses rows longer than 32 * SOFTMAX_VALS.
     """
@@ -269,11 +270,11 @@ def layernorm(x, gamma, beta, y, eps):
     gamma, beta (cols,) float32; var is the biased variance M2 / cols. Rows
     of at most 32 * LN_VALS columns (`layernorm_long` takes longer ones).
     Each lane loads its columns into `vals` (independent loads) and, since
-    they are in registers, takes its own (count, mean, M2) by the exact two
-    passes, the mean and then the squared deviations from it, at no extra
+    they are in registers, takes its own (count, mean, M2) by the two-pass
+    formula, the mean and then the squared deviations from it, at no extra
     memory traffic; the lanes' summaries merge by Chan's rule through
     shuffles (`warp_welford`); the row is written once, from registers.
-    Indices are `uint32` (see `softmax_registers`).
+    Indices are unsigned (see `softmax_registers`).
     """
     lane = uint32(cuda.threadIdx.x)
     row = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y)
