@@ -193,9 +193,10 @@ def padded_tile(a, out):
 @cuda.jit
 def float_index(a, out):
     i = cuda.grid(1)
+    scale = float32(1.0) / float32(3.0)  # a float division that is fine: the message must not point here
     half = a.shape[0] / 2
     if i < half:
-        out[i] = a[i + half]
+        out[i] = a[i + half] * scale
 
 
 @cuda.jit(device=True)

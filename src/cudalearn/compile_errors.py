@@ -199,14 +199,37 @@ def _construct_line(fn: Any, construct: str) -> int | None:
 
     fdef = verified_tree(fn)
     if fdef is not None:
-        hits = [n.lineno for n in ast.walk(fdef) if hasattr(n, "lineno") and _is_construct(n, construct, fn)]
+        hits = _index_divisions(fdef) if construct == "divide" else []
+        hits = hits or [
+            n.lineno for n in ast.walk(fdef) if hasattr(n, "lineno") and _is_construct(n, construct, fn)
+        ]
         return min(hits) if hits else None
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
         return None
-    hits = [n.lineno for n in ast.walk(tree) if hasattr(n, "lineno") and _is_construct(n, construct, fn)]
+    hits = _index_divisions(tree) if construct == "divide" else []
+    hits = hits or [
+        n.lineno for n in ast.walk(tree) if hasattr(n, "lineno") and _is_construct(n, construct, fn)
+    ]
     return fn.__code__.co_firstlineno + min(hits) - 1 if hits else None
+
+
+def _index_divisions(tree: ast.AST) -> list[int]:
+    """Lines of a `/` that ends up in an index: inside a subscript, or assigned to a name used in one."""
+
+    def divides(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for n in ast.walk(node))
+
+    subscripts = [n for n in ast.walk(tree) if isinstance(n, ast.Subscript)]
+    indexed = {n.id for s in subscripts for n in ast.walk(s.slice) if isinstance(n, ast.Name)}
+    lines = [s.lineno for s in subscripts if divides(s.slice)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AugAssign) and divides(node.value):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id in indexed for t in targets):
+                lines.append(node.lineno)
+    return lines
 
 
 def _source_line(fn: Any, message: str, construct: str | None) -> str:
