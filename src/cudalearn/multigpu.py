@@ -113,6 +113,16 @@ def allreduce_bytes(n_params: int, world: int, bytes_per_element: int = 4) -> in
     return 2 * (world - 1) * n_params * bytes_per_element // world
 
 
+def allgather_bytes(n_elements: int, world: int, bytes_per_element: int = 4) -> int:
+    """Bytes each process sends in a ring all-gather whose output holds `n_elements` (Chapter 11).
+
+    Each process starts with 1 / world of the output and passes world - 1
+    chunks round the ring: (world - 1) / world of the output per process,
+    the second half of `allreduce_bytes`'s ring.
+    """
+    return (world - 1) * n_elements * bytes_per_element // world
+
+
 def ddp_backend(nproc: int) -> str:
     """'nccl' when each of `nproc` processes can have a GPU of its own, else 'gloo' (on the CPU)."""
     return "nccl" if gpu_count() >= nproc else "gloo"
