@@ -169,6 +169,15 @@ def _uniform_like_linear(t: torch.Tensor, fan_in: int) -> None:
         t.uniform_(-bound, bound)
 
 
+def _parameters(layer: nn.Module, weight_shape, bias_len: int, fan_in: int, device, dtype) -> None:
+    """layer.weight (weight_shape) and layer.bias ((bias_len,), None when 0), drawn as nn.Linear's are."""
+    layer.weight = nn.Parameter(torch.empty(weight_shape, device=device, dtype=dtype))
+    layer.bias = nn.Parameter(torch.empty(bias_len, device=device, dtype=dtype)) if bias_len else None
+    for p in (layer.weight, layer.bias):
+        if p is not None:
+            _uniform_like_linear(p, fan_in)
+
+
 class ColumnParallelLinear(nn.Module):
     """Chapter 11: y = x Wᵀ + b, W (out, in) split by output: x (..., in) -> (..., out/N) or (..., out).
 
@@ -196,11 +205,7 @@ class ColumnParallelLinear(nn.Module):
         self.in_features, self.out_features = in_features, out_features
         self.gather_output, self.group, self.traffic, self.name = gather_output, group, traffic, name
         local = shard_size(out_features, world)
-        self.weight = nn.Parameter(torch.empty(local, in_features, device=device, dtype=dtype))
-        self.bias = nn.Parameter(torch.empty(local, device=device, dtype=dtype)) if bias else None
-        for p in (self.weight, self.bias):
-            if p is not None:
-                _uniform_like_linear(p, in_features)
+        _parameters(self, (local, in_features), local if bias else 0, in_features, device, dtype)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, **kw) -> ColumnParallelLinear:
@@ -252,11 +257,7 @@ class RowParallelLinear(nn.Module):
         self.in_features, self.out_features = in_features, out_features
         self.input_is_parallel, self.group, self.traffic, self.name = input_is_parallel, group, traffic, name
         local = shard_size(in_features, world)
-        self.weight = nn.Parameter(torch.empty(out_features, local, device=device, dtype=dtype))
-        self.bias = nn.Parameter(torch.empty(out_features, device=device, dtype=dtype)) if bias else None
-        for p in (self.weight, self.bias):
-            if p is not None:
-                _uniform_like_linear(p, in_features)
+        _parameters(self, (out_features, local), out_features if bias else 0, in_features, device, dtype)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, **kw) -> RowParallelLinear:
