@@ -257,6 +257,14 @@ def test_layernorm_refuses_a_row_longer_than_its_registers_and_names_the_kernel_
         softmax.launch_rows(softmax.layernorm_block, x, np.empty_like(x), gamma, beta, 1e-5)
 
 
+def test_cuda_view_gives_a_cpu_tensor_as_its_numpy_view_and_leaves_arrays_alone():
+    t = torch.arange(6, dtype=torch.float32)
+    view = launch.cuda_view(t)
+    assert isinstance(view, np.ndarray) and np.shares_memory(view, t.numpy())
+    a = np.zeros(3, np.float32)
+    assert launch.cuda_view(a) is a and launch.cuda_view(1.5) == 1.5
+
+
 def test_prepare_rows_runs_the_same_launch_as_launch_rows():
     x = _x((6, 40), 3.0).reshape(6, 40).astype(np.float32)
     y = np.full_like(x, np.nan)

@@ -109,10 +109,16 @@ def prepared(kernel, griddim, blockdim, *args):
 
 
 def cuda_view(a):
-    """a as Numba's launch takes it: a CUDA tensor (any `__cuda_array_interface__`) viewed (Chapters 9-10)."""
-    from numba import cuda
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    """a as a Numba launch takes it, no copy: a CUDA tensor viewed, a CPU tensor's NumPy view (Ch. 9-10).
 
-    if cuda.is_cuda_array(a) and not isinstance(a, DeviceNDArray):
+    Any object with `__cuda_array_interface__` (a PyTorch CUDA tensor) becomes a Numba device
+    array over the same GPU memory; a PyTorch CPU tensor (under the simulator) its NumPy view of
+    the same memory; anything else is returned as it is.
+    """
+    from numba import cuda
+
+    if getattr(a, "is_cuda", None) is False and hasattr(a, "numpy"):
+        return a.numpy()
+    if hasattr(a, "__cuda_array_interface__") and not hasattr(a, "copy_to_host"):  # not a Numba array yet
         return cuda.as_cuda_array(a)
     return a
