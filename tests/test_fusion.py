@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -121,6 +122,89 @@ def test_paired_chain_equals_the_scalar_fused_kernel_bit_for_bit():
         ew.fused_chain_pairs(Z, b, mask, s, Y, block=(8, 4))
         np.testing.assert_array_equal(Y, want)
     assert ew.launch_pairs((5, 22), (8, 4)) == ((1, 2), (8, 4))  # 11 pairs, 2 a thread, 8 threads a row
+
+
+@pytest.mark.parametrize("pairs", [1, 2, 4])
+def test_unsigned_paired_chain_equals_the_scalar_fused_kernel_bit_for_bit(pairs):
+    """Shapes off the grid: rows off the block, one pair a row, a tail pair, a single row of 9 pairs."""
+    kernel = ew.bias_relu_dropout_pairs_u32(pairs)
+    assert ew.bias_relu_dropout_pairs_u32(pairs) is kernel, "one compile per number of pairs"
+    for rows, cols in ((6, 40), (3, 2), (5, 22), (1, 18)):
+        Z, b, mask, s = ew.chain_inputs(rows, cols, seed=7)
+        g, bl = ew.launch_chain(Z.shape, (8, 4))
+        want = checks.run_kernel(ew.bias_relu_dropout, g, bl, Z, b, mask, s, checks.empty_output(Z.shape))[4]
+        Y = np.full_like(Z, np.nan)
+        grid, block = ew.launch_pairs(Z.shape, (8, 4), pairs)
+        Z2, b2, mask2, Y2 = ew.pair_views(Z, b, mask, Y)  # Y2 views Y: the kernel writes into Y
+        kernel[grid, block](Z2, b2, mask2, s, Y2)
+        np.testing.assert_array_equal(Y, want, err_msg=f"pairs={pairs}, shape={(rows, cols)}")
+    assert ew.launch_pairs((5, 22), (8, 4), 4) == ((1, 2), (8, 4))  # 11 pairs, 4 a thread: 3 threads a row
+    with pytest.raises(ValueError, match="pairs must be a positive int"):
+        ew.bias_relu_dropout_pairs_u32(0)
+
+
+@pytest.mark.parametrize("cc", [(7, 5), (9, 0)])
+def test_unsigned_paired_chain_compiles_without_wrap_around_code(cc):
+    """Real PTX for a T4 and an H200: 8-byte loads and stores only, registers, float32 arithmetic, every load
+    before the first store, and none of the wrap-around code of a signed index that the paired kernel has."""
+    from cudalearn import ptx
+
+    sig = ew.SIGNATURES["bias_relu_dropout_pairs"]
+
+    def ops_of(kernel):
+        text = ptx.compile_for_gpu(kernel, cc=cc, signature=sig)
+        body = text[text.index("{", text.index(".entry")) :]
+        assert not re.search(r"[.]local\b", body), "the held pairs spilled to local memory"
+        assert not re.search(r"\b(add|sub|mul|fma|max|min|setp)([.][a-z0-9]+)*[.]f64", body), "float64 math"
+        return [ln.split()[0] for ln in body.splitlines() if ln.strip().endswith(";")]
+
+    for pairs in (1, *dropout_chain.PAIRS_U32):
+        ops = ops_of(ew.bias_relu_dropout_pairs_u32(pairs))
+        loads = [i for i, op in enumerate(ops) if op.startswith("ld.global")]
+        stores = [i for i, op in enumerate(ops) if op.startswith("st.global")]
+        assert ops.count("ld.global.f64") == 2 * pairs and ops.count("ld.global.u16") == pairs, (pairs, ops)
+        assert stores and all(ops[i] == "st.global.f64" for i in stores) and len(stores) == pairs
+        assert max(loads) < min(stores), f"pairs={pairs}: a store before the last load"
+        wrap = [op for op in ops if op in ("shr.s64", "and.b64") or op.startswith("selp")]
+        assert not wrap, f"pairs={pairs}: wrap-around code of a signed index: {wrap}"
+    signed = ops_of(ew.bias_relu_dropout_pairs)
+    assert signed.count("shr.s64") > 0 and signed.count("and.b64") > 0, "the signed kernel wraps its indices"
+
+
+def _load_then_math(kernel, signature):
+    """(index of the last global load, index of the first float instruction) in sm_90 SASS, or a skip."""
+    from cudalearn import ptx, toolchain
+
+    if toolchain.find_tool("ptxas") is None or toolchain.find_tool("cuobjdump") is None:
+        pytest.skip("ptxas and cuobjdump are needed to read the machine code")
+    ops = toolchain.sass_opcodes(ptx.compile_for_gpu(kernel, cc=(9, 0), signature=signature), (9, 0))
+    loads = [i for i, op in enumerate(ops) if op.startswith("LDG")]
+    math = [i for i, op in enumerate(ops) if op.split(".")[0] in ("FADD", "FMUL", "FMNMX", "FFMA", "I2F")]
+    return max(loads), min(math)
+
+
+def test_unsigned_paired_chain_issues_every_load_before_its_arithmetic():
+    """Chapter 5, section 17: in the machine code, the paired kernel's second pair's loads wait for the
+    first pair's add; the unsigned-index kernel issues all its loads first, for every number of pairs."""
+    sig = ew.SIGNATURES["bias_relu_dropout_pairs"]
+    for pairs in dropout_chain.PAIRS_U32:
+        last_load, first_math = _load_then_math(ew.bias_relu_dropout_pairs_u32(pairs), sig)
+        assert last_load < first_math, f"pairs={pairs}: arithmetic before the last load"
+    last_load, first_math = _load_then_math(ew.bias_relu_dropout_pairs, sig)
+    assert first_math < last_load, "the text says the paired kernel adds before its last pair's loads"
+
+
+def test_best_fused_picks_the_fastest_timed_fused_kernel():
+    rows = [
+        {"name": "unfused: 4 kernels", "gbps": 900.0},
+        {"name": "fused: 1 kernel", "gbps": 2500.0},
+        {"name": dropout_chain.PAIRED, "gbps": 3500.0},
+        {"name": dropout_chain.u32_name(4), "gbps": 3700.0},
+        {"name": "copy (torch)", "gbps": 4200.0},  # not a fused kernel
+    ]
+    assert dropout_chain.best_fused(rows) == (dropout_chain.u32_name(4), 3700.0)
+    assert dropout_chain.best_fused(rows[:3]) == (dropout_chain.PAIRED, 3500.0)  # a run older than u32
+    assert dropout_chain.best_fused([{"name": "fused: 1 kernel"}]) == (None, None)  # no GPU times
 
 
 def test_paired_chain_refuses_what_it_cannot_view_in_pairs():

@@ -7,18 +7,22 @@ The kernel modules are discovered (`cudalearn.kernels.kernel_modules`), never li
 import ast
 import importlib
 import inspect
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
 
-from cudalearn import checks
+from cudalearn import checks, launch, ptx
+from cudalearn.bench import vector_add as add_bench
 from cudalearn.kernels import basics, kernel_modules, matmul, strided_copy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,6 +72,104 @@ def test_vector_add_scale_busy_and_ids():
     checks.check_close(y, np.full(8, v, np.float32), name="x")
     ids = checks.run_kernel(basics.thread_ids, 2, 40, checks.empty_output((70, 4), np.int32))[0]
     assert ids[45].tolist() == [1, 5, 45, 0] and ids[39].tolist() == [0, 39, 39, 1]
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_vector_add_ilp_adds_every_element_for_any_n(k):
+    """k elements a thread, guarded: n off the block grid and off k, n = 1, n = 0, a single block."""
+    kernel = basics.vector_add_ilp(k)
+    rng = np.random.default_rng(k)
+    for n, threads in ((45, 32), (1, 32), (0, 32), (3 * 32 * k + 5, 32), (40, 64)):
+        a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+        out = np.full(n, np.nan, np.float32)
+        kernel[max(1, launch.blocks(n, threads * k)), threads](a, b, out)
+        np.testing.assert_array_equal(out, a + b, err_msg=f"k={k}, n={n}, threads={threads}")
+    assert basics.vector_add_ilp(k) is kernel, "one compile per k"
+
+
+def test_vector_add_ilp_refuses_a_count_that_is_not_a_positive_int():
+    for bad in (0, -1, 2.0):
+        with pytest.raises(ValueError, match="per_thread must be a positive int"):
+            basics.vector_add_ilp(bad)
+
+
+def _ptx_ops(kernel, cc):
+    """The operations of a vector add kernel's PTX for `cc`, in order (the .entry's body only)."""
+    text = ptx.compile_for_gpu(kernel, cc=cc, signature=basics.VECTOR_ADD_ILP_SIGNATURE)
+    assert f".target sm_{cc[0]}{cc[1]}" in text
+    body = text[text.index("{", text.index(".entry")) :]
+    assert not re.search(r"[.]local\b", body), "the held values spilled to local memory"
+    assert not re.search(r"[.]f64\b", body), "float64 in a float32 kernel"
+    return [
+        ln.split()[0]
+        for ln in body.splitlines()
+        if ln.strip().endswith(";") and not ln.strip().startswith(".")
+    ]
+
+
+@pytest.mark.parametrize("cc", [(7, 5), (9, 0)])
+def test_vector_add_ilp_compiles_to_registers_unsigned_loads_first(cc):
+    """Real PTX for a T4 and an H200, every k the book and the benchmark time: 2k loads then k stores,
+    no local memory, no float64, and none of the wrap-around code of a signed index (shr.s64, and.b64,
+    selp), which Chapter 2's vector_add has."""
+    for k in add_bench.PER_THREAD:
+        ops = _ptx_ops(basics.vector_add_ilp(k), cc)
+        loads = [i for i, op in enumerate(ops) if op == "ld.global.f32"]
+        stores = [i for i, op in enumerate(ops) if op == "st.global.f32"]
+        assert len(loads) == 2 * k and len(stores) == k and max(loads) < min(stores), (k, ops)
+        wrap = [op for op in ops if op in ("shr.s64", "and.b64") or op.startswith("selp")]
+        assert not wrap, f"k={k}: wrap-around code of a signed index: {wrap}"
+    signed = _ptx_ops(basics.vector_add, cc)
+    assert signed.count("shr.s64") == 1 and signed.count("and.b64") == 3, "the book's PTX table says so"
+
+
+def test_vector_add_ilp_machine_code_issues_every_load_before_the_first_add():
+    """All 2k loads in flight together: in sm_90 SASS no FADD comes before the last LDG."""
+    from cudalearn import toolchain
+
+    if toolchain.find_tool("ptxas") is None or toolchain.find_tool("cuobjdump") is None:
+        pytest.skip("ptxas and cuobjdump are needed to read the machine code")
+    for k in add_bench.PER_THREAD:
+        text = ptx.compile_for_gpu(
+            basics.vector_add_ilp(k), cc=(9, 0), signature=basics.VECTOR_ADD_ILP_SIGNATURE
+        )
+        ops = toolchain.sass_opcodes(text, (9, 0))
+        loads = [i for i, op in enumerate(ops) if op.startswith("LDG")]
+        adds = [i for i, op in enumerate(ops) if op.startswith("FADD")]
+        assert len(loads) == 2 * k and len(adds) == k and max(loads) < min(adds), (k, ops)
+
+
+def test_vector_add_bench_checks_its_candidates_and_judges_the_goal():
+    found, check = add_bench.candidates(45, 32, seed=3)
+    assert list(found) == [add_bench.TORCH, add_bench.ONE] + [
+        add_bench.ilp_name(k) for k in add_bench.PER_THREAD
+    ]
+    assert check() == list(found)
+    found[add_bench.ilp_name(2)] = lambda: None  # a candidate that writes nothing
+    with pytest.raises(AssertionError, match=r"vector_add_ilp\(2\)"):
+        check()
+    label = "NVIDIA H200 (sm_90), 2026-12-31, numba-cuda 0.30.4"
+
+    def fake(speeds):
+        rows = [{"name": n, "median_ms": 1.0 / v, "vs_baseline": v} for n, v in speeds.items()]
+        return type("R", (), {"rows": rows, "label": label})()
+
+    met = add_bench.goal_line(fake({add_bench.TORCH: 1.0, add_bench.ONE: 0.8, add_bench.ilp_name(4): 0.95}))
+    assert met.startswith("MET") and "vector_add_ilp(4) 0.95x; vector_add 0.80x" in met and label in met
+    missed = add_bench.goal_line(
+        fake({add_bench.TORCH: 1.0, add_bench.ONE: 0.8, add_bench.ilp_name(4): 0.85})
+    )
+    assert missed.startswith("MISSED"), missed
+    assert add_bench.goal_line(fake({})).startswith("NO DATA")
+
+
+def test_vector_add_bench_runs_under_the_simulator():
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert add_bench.main() == 0
+    text = out.getvalue()
+    assert "checked against NumPy, bit for bit" in text and add_bench.ilp_name(8) in text
+    assert "goal " in text, text
 
 
 @pytest.mark.parametrize("stride", [1, 2, 4, 8])

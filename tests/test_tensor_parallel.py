@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from cudalearn import collectives_bench, multigpu
+from cudalearn import collectives_bench, dist_program, multigpu, parallel_runs, tp_step
 from cudalearn import tensor_parallel as tp
 from cudalearn.nn.alexnet import Traffic
 
@@ -195,12 +195,12 @@ def test_collectives_bench_defaults_and_sizes():
 
 def test_collectives_bench_refuses_nccl_without_gpus():
     with pytest.raises(multigpu.NotEnoughGPUs, match="NCCL was asked for with 2 processes.*no GPU"):
-        collectives_bench.choose_backend("nccl", 2, 0)
+        dist_program.choose_backend("nccl", 2, 0)
     with pytest.raises(multigpu.NotEnoughGPUs, match="only 2 GPU"):
-        collectives_bench.choose_backend("nccl", 4, 2)
-    assert collectives_bench.choose_backend("auto", 2, 0) == "gloo"
-    assert collectives_bench.choose_backend("auto", 2, 2) == "nccl"
-    assert collectives_bench.choose_backend("nccl", 2, 8) == "nccl"
+        dist_program.choose_backend("nccl", 4, 2)
+    assert dist_program.choose_backend("auto", 2, 0) == "gloo"
+    assert dist_program.choose_backend("auto", 2, 2) == "nccl"
+    assert dist_program.choose_backend("nccl", 2, 8) == "nccl"
 
 
 def test_collectives_bench_says_why_it_refuses(tmp_path, monkeypatch):
@@ -217,3 +217,72 @@ def test_collectives_bench_says_why_it_refuses(tmp_path, monkeypatch):
         collectives_bench.main(["--out", str(tmp_path), "--backend", "nccl"])
     assert not list(tmp_path.iterdir()) and not dist.is_initialized()
     assert os.environ["NCCL_NVLS_ENABLE"] == "0"  # NVLink multicast off, whatever it was
+
+
+def test_tp_step_checks_and_times_the_split_mlp_with_gloo():
+    run = parallel_runs.launch(
+        tp_step.__file__, "tp", 2, "--time-steps", 2, "--tokens", 16, "--d-model", 8, "--hidden", 32,
+        "--dtype", "float32", backend="gloo", timeout=200,
+    )  # fmt: skip
+    assert (run["world"], run["nodes"], run["backend"], run["NCCL_NVLS_ENABLE"]) == (2, 1, "gloo", "0")
+    check = run["check"]
+    assert max(check["max_abs_error"].values()) <= 1e-12, check
+    assert check["bytes_counted"] == check["bytes_predicted"], check
+    timing = run["timing"]
+    assert timing["bytes_per_step"] == tp.bytes_per_step("mlp", 16, 8, 8, 2, bytes_per_element=4)
+    assert timing["flops_per_process"] == 12 * 16 * 8 * 32 // 2  # 3 GEMM passes x 2 layers x 2 FLOP, halved
+    assert (
+        0 < timing["step"]["min_ms"] <= timing["step"]["median_ms"] and timing["all_reduce"]["median_ms"] > 0
+    )
+
+
+def test_tp_step_refuses_nccl_without_gpus_and_uneven_splits(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for name in multigpu.MULTICAST_OFF:
+        monkeypatch.setenv(name, "1")
+    with pytest.raises(
+        SystemExit, match="tp_step: NCCL was asked for with 1 process on this node, but there is no GPU"
+    ):
+        tp_step.main(["--out", str(tmp_path), "--backend", "nccl"])
+    assert not list(tmp_path.iterdir()) and not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="do not split evenly over 3 processes"):
+        parallel_runs.launch(tp_step.__file__, "tp", 3, backend="gloo", timeout=200)
+
+
+def test_parallel_runs_worlds_and_rendezvous():
+    assert [parallel_runs.worlds(g) for g in (0, 1, 2, 3, 4, 7, 8)] == [
+        [1], [1], [1, 2], [1, 2], [1, 2, 4], [1, 2, 4], [1, 2, 4, 8]
+    ]  # fmt: skip
+    assert parallel_runs.rendezvous("h", 29500, nodes=2) == [
+        "--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=h:29500", "--rdzv_id=cudalearn"
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="at least one node, not 0"):
+        parallel_runs.rendezvous("h", 29500, nodes=0)
+    assert 0 < parallel_runs.free_port() < 65536
+
+
+def test_a_sweep_stored_from_more_gpus_is_kept(monkeypatch):
+    from cudalearn import device, reference
+
+    wide = {"gpus": 8, "worlds": {"1": {}, "8": {}}}
+    monkeypatch.setattr(
+        reference, "lookup", lambda key: (wide, {"device": "NVIDIA H200", "date": "2026-12-05"})
+    )
+    monkeypatch.setattr(device, "mode", lambda: "gpu")
+    monkeypatch.setattr(multigpu, "gpu_count", lambda: 4)
+
+    def measure():
+        raise AssertionError("a 4-GPU machine must not replace a sweep stored from 8 GPUs")
+
+    figures, source = multigpu.figures("ch11.tp_mlp", measure, gpus=2)
+    assert figures is wide and "stored from 8 GPUs, here 4" in source
+
+
+def test_traffic_by_layer_takes_chapter_11_names():
+    traffic = Traffic()
+    traffic.add("fc2", 0, 8)
+    traffic.add("fc1", 1, 4)
+    traffic.add("conv3", 0, 2)
+    assert traffic.by_layer() == {"conv3": (2, 0), "fc2": (8, 0), "fc1": (0, 4)}

@@ -3,8 +3,9 @@
     python -m torch.distributed.run --standalone --nproc_per_node=N \\
         $(python -c 'from cudalearn import collectives_bench as c; print(c.__file__)') --out DIR
 
-Multi-node: the same program under `torchrun --nnodes=M --node_rank=R
---rdzv_backend=c10d --rdzv_endpoint=HOST:PORT --nproc_per_node=N`.
+Multi-node: the same command on each of M nodes, `torchrun --nnodes=M
+--rdzv_backend=c10d --rdzv_endpoint=HOST:PORT --nproc_per_node=N ...`
+(`parallel_runs.rendezvous`): the rendezvous numbers the nodes.
 
 It ships inside the package (so Colab has it too). For each message size
 (by default 1 KiB to 1 GiB by powers of 4 with NCCL on GPUs; 1 KiB to
@@ -28,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from cudalearn import multigpu
+from cudalearn.dist_program import barrier, run_info, start
 from cudalearn.tensor_parallel import bus_bandwidth
 
 #: Defaults per backend: (smallest bytes, largest bytes, warm-up calls, timed calls).
@@ -46,25 +45,6 @@ OPS = ("all_reduce", "all_gather")
 ELEMENT = torch.float32
 #: All-gather into one tensor: `all_gather_single` from PyTorch 2.13, `all_gather_into_tensor` before it.
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-
-
-def choose_backend(requested: str, local_world: int, gpus: int) -> str:
-    """Chapter 11: 'nccl' or 'gloo' for `local_world` processes per node that see `gpus` GPUs.
-
-    'auto' gives NCCL when each process can have a GPU of its own, else
-    gloo; 'nccl' without that many GPUs raises `multigpu.NotEnoughGPUs`
-    with a sentence naming the cause.
-    """
-    if requested == "auto":
-        return "nccl" if gpus >= local_world else "gloo"
-    if requested == "nccl" and gpus < local_world:
-        raise multigpu.NotEnoughGPUs(
-            f"NCCL was asked for with {local_world} process{'es' * (local_world > 1)} on this node, but "
-            + ("there is no GPU (this PyTorch sees none)" if gpus == 0 else f"only {gpus} GPU(s) are visible")
-            + ": NCCL needs one GPU per process. Use fewer processes (--nproc_per_node), or --backend gloo "
-            "to run on the CPU."
-        )
-    return requested
 
 
 def sizes(smallest: int, largest: int, factor: int = 4) -> list[int]:
@@ -155,71 +135,33 @@ def measure(op: str, nbytes: int, *, warmup: int, iters: int, device: torch.devi
     }
 
 
-def _nccl_version() -> str:
-    """NCCL's version as 'major.minor.patch' (a tuple in recent PyTorch, an integer in old)."""
-    v = torch.cuda.nccl.version()
-    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-
-
 def main(argv=None) -> None:
     args = parse(argv)
-    os.environ.update(multigpu.MULTICAST_OFF)  # before NCCL reads its environment
-    local_rank, local_world = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    try:
-        backend = choose_backend(args.backend, local_world, gpus)
-    except multigpu.NotEnoughGPUs as e:
-        raise SystemExit(f"collectives_bench: {e}") from None
+    backend, device = start(args.backend, "collectives_bench")
     smallest, largest, warmup, iters = DEFAULTS[backend]
     smallest = args.min_bytes or smallest
     largest = args.max_bytes or largest
     warmup = warmup if args.warmup is None else args.warmup
     iters = iters if args.iters is None else args.iters
     ops = [op.strip() for op in args.ops.split(",") if op.strip()]
-
-    if backend == "nccl":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    dist.init_process_group(backend)
-    ids = [local_rank] if device.type == "cuda" else None
-
-    def barrier():
-        dist.barrier(device_ids=ids)
-
     rows = [
-        measure(op, n, warmup=warmup, iters=iters, device=device, barrier=barrier)
+        measure(op, n, warmup=warmup, iters=iters, device=device, barrier=lambda: barrier(device))
         for n in sizes(smallest, largest, args.factor)
         for op in ops
     ]
-    world = dist.get_world_size()
     if dist.get_rank() == 0:
-        cuda = device.type == "cuda"
         summary = {
-            "world": world,
-            "nodes": world // local_world,
-            "backend": backend,
-            "device": torch.cuda.get_device_name(device)
-            if cuda
-            else f"CPU ({platform.processor() or 'unknown'})",
-            "versions": {
-                "torch": torch.__version__,
-                "cuda": torch.version.cuda,
-                "nccl": _nccl_version() if cuda else None,
-                "python": platform.python_version(),
-            },
-            "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
+            **run_info(backend, device),
             "warmup": warmup,
             "iters": iters,
             "time": "median over timed calls of the slowest process's time per call",
             "rows": rows,
         }
         args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"collectives-{backend}-{world}.json"
+        path = args.out / f"collectives-{backend}-{summary['world']}.json"
         path.write_text(json.dumps(summary, indent=1) + "\n")
         print(f"wrote {path}")
-    barrier()
+    barrier(device)
     dist.destroy_process_group()
 
 

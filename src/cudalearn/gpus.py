@@ -13,7 +13,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """Peak FP32 (CUDA cores) and FP16 tensor-core TFLOP/s and memory bandwidth of one GPU."""
+    """Peak FP32 (CUDA cores) and FP16 tensor-core TFLOP/s, memory and NVLink bandwidth of one GPU.
+
+    `nvlink_gbs` is the datasheet's NVLink figure, both directions together
+    (0: no NVLink); one direction carries half of it (Chapter 11).
+    """
 
     name: str
     fp32_tflops: float
@@ -22,6 +26,7 @@ class GPUSpec:
     memory_gb: float
     compute_capability: tuple[int, int]
     source: str
+    nvlink_gbs: float = 0.0
 
     def ridge_point(self, tensor: bool = False) -> float:
         """FLOP per byte where the roofline turns from memory-bound to compute-bound."""
@@ -47,6 +52,7 @@ SPECS = {
         80,
         (8, 0),
         "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+        nvlink_gbs=600.0,
     ),
     "H100": GPUSpec(
         "NVIDIA H100 SXM",
@@ -56,6 +62,7 @@ SPECS = {
         80,
         (9, 0),
         "https://www.nvidia.com/en-us/data-center/h100/",
+        nvlink_gbs=900.0,
     ),
     "H200": GPUSpec(
         "NVIDIA H200 SXM",
@@ -65,6 +72,7 @@ SPECS = {
         141,
         (9, 0),
         "https://www.nvidia.com/en-us/data-center/h200/",
+        nvlink_gbs=900.0,
     ),
 }
 

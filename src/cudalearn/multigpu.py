@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,14 +145,23 @@ DDP_STEP = Path(__file__).with_name("ddp_step.py")
 
 
 def torchrun(
-    script: str | Path, *args: str, nproc: int = 2, timeout: float = 300, cwd: str | Path | None = None
+    script: str | Path,
+    *args: str,
+    nproc: int = 2,
+    timeout: float = 300,
+    cwd: str | Path | None = None,
+    rendezvous: Sequence[str] = ("--standalone",),
 ) -> subprocess.CompletedProcess:
-    """Run `script` in `nproc` processes under torchrun on this machine; raise with its output if it fails."""
+    """Run `script` in `nproc` processes under torchrun on this machine; raise with its output if it fails.
+
+    `rendezvous` is how the processes find each other: one node by default;
+    Chapter 11's `parallel_runs.rendezvous` gives the flags of a node of several.
+    """
     cmd = [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--standalone",
+        *rendezvous,
         f"--nproc_per_node={nproc}",
         str(script),
         *map(str, args),
@@ -276,17 +286,21 @@ def figures(key: str, measure, *, gpus: int = 1) -> tuple[dict | None, str]:
 
     A figure that needs two GPUs (a split step, a data-parallel step) is
     neither measured nor recorded on a one-GPU machine, so the stored
-    two-GPU run is never replaced by a partial one.
+    two-GPU run is never replaced by a partial one; nor is a stored figure
+    that records `"gpus"` (a sweep over world sizes, Chapter 11) measured on
+    more GPUs than this machine has.
     """
     from cudalearn import device, reference
 
     have = gpu_count()
-    if device.mode() != "gpu" or have >= gpus:
-        return reference.figures(key, measure)
     stored, data = reference.lookup(key)
+    wider = stored is not None and stored.get("gpus", 0) > have  # a sweep stored from a bigger machine
+    if device.mode() != "gpu" or (have >= gpus and not wider):
+        return reference.figures(key, measure)
     if stored is None:
         return None, f"not measured: this figure needs {gpus} GPUs, this process has {have}"
-    return stored, f"reference run on {reference.label(data)} (this figure needs {gpus} GPUs, here {have})"
+    why = f"stored from {stored['gpus']} GPUs" if wider else f"this figure needs {gpus} GPUs"
+    return stored, f"reference run on {reference.label(data, key)} ({why}, here {have})"
 
 
 def _grouped_conv_ms(c_in: int, c_out: int, h: int, kernel: int, padding: int, batch: int, steps: int):

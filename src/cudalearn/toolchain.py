@@ -6,8 +6,8 @@ The one home of the course's toolchain code:
   and `NUMBA_CUDA_MLIR_STATUS`, what numba-cuda-mlir does with the course (the doctor prints both);
 * `tool_paths` / `find_tool`: where ptxas and cuobjdump are (NVIDIA's wheels, Triton's copy, PATH);
 * `compile_report`: `ptxas -v` figures (registers, spills, shared memory) and the SASS instruction
-  mix (`instruction_mix`) of PTX compiled for one GPU; `resources` and `kernel_ptx`: what the CUDA
-  driver says of a kernel compiled on this GPU;
+  mix (`instruction_mix`) of PTX compiled for one GPU; `sass_opcodes`: its SASS opcodes in program
+  order; `resources` and `kernel_ptx`: what the CUDA driver says of a kernel compiled on this GPU;
 * `find_ncu`, `ncu_command`, `profile`, `parse_ncu_csv`: one Nsight Compute run over a child
   command, its CSV parsed into {kernel: {metric: value}}; `ncu_versions` for the stored JSON.
 
@@ -109,12 +109,8 @@ _PTXAS_FIGURES = {
 }
 
 
-def compile_report(ptx, cc):
-    """`ptxas -v` figures and the SASS instruction mix of `ptx` compiled for sm_<cc> (Chapter 6).
-
-    Returns {"ptxas": {registers, spill_store_bytes, spill_load_bytes, stack_bytes, shared_bytes},
-    "sass": instruction_mix(...)}. Raises RuntimeError when ptxas or cuobjdump cannot be found or fail.
-    """
+def _assemble(ptx, cc):
+    """(ptxas -v's report, cuobjdump's SASS listing) of `ptx` compiled for sm_<cc> (Chapters 2-6)."""
     ptxases, cuobjdump = tool_paths("ptxas"), find_tool("cuobjdump")
     if not ptxases or not cuobjdump:
         raise RuntimeError("ptxas and cuobjdump are needed (CUDA toolkit, nvidia-cuda-nvcc wheel or Triton)")
@@ -132,14 +128,33 @@ def compile_report(ptx, cc):
             failures.append(f"{ptxas}: {run.stderr.strip()[-300:]}")
         else:
             raise RuntimeError("ptxas failed: " + " | ".join(failures))
-        figures = {}
-        for key, pattern in _PTXAS_FIGURES.items():
-            m = re.search(pattern, run.stderr)
-            figures[key] = int(m.group(1)) if m else 0
         dump = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True)
         if dump.returncode:
             raise RuntimeError(f"cuobjdump failed: {dump.stderr.strip()[-500:]}")
-    return {"arch": arch, "ptxas": figures, "sass": instruction_mix(dump.stdout)}
+    return run.stderr, dump.stdout
+
+
+def compile_report(ptx, cc):
+    """`ptxas -v` figures and the SASS instruction mix of `ptx` compiled for sm_<cc> (Chapter 6).
+
+    Returns {"ptxas": {registers, spill_store_bytes, spill_load_bytes, stack_bytes, shared_bytes},
+    "sass": instruction_mix(...)}. Raises RuntimeError when ptxas or cuobjdump cannot be found or fail.
+    """
+    report, sass = _assemble(ptx, cc)
+    figures = {}
+    for key, pattern in _PTXAS_FIGURES.items():
+        m = re.search(pattern, report)
+        figures[key] = int(m.group(1)) if m else 0
+    return {"arch": f"sm_{cc[0]}{cc[1]}", "ptxas": figures, "sass": instruction_mix(sass)}
+
+
+def sass_opcodes(ptx, cc):
+    """The SASS opcodes of `ptx` compiled for sm_<cc> by ptxas, in program order (Chapters 2 and 5).
+
+    `['LDC', 'S2R', ..., 'LDG.E', ..., 'EXIT', 'BRA']`: what the order of a kernel's loads and
+    arithmetic is in machine code. Raises RuntimeError when ptxas or cuobjdump cannot be found or fail.
+    """
+    return [m.group(2) for m in _SASS_LINE.finditer(_assemble(ptx, cc)[1])]
 
 
 _SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 import cudalearn
+from cudalearn.bench import SIMULATED
 from cudalearn.sizes import size
 
 COPY = "copy (torch)"
@@ -270,11 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     from cudalearn.kernels import attention
 
     if info.mode == "sim":
-        print(
-            "This benchmark times GPU kernels and this process runs the simulator: nothing is timed. "
-            "Every candidate runs once at the simulator's sizes (a check); the stored GPU figures follow, "
-            "if any."
-        )
+        print(SIMULATED)
     n = size("ch10.sum_n")
     copies, sums = sum_candidates(n)
     copy = timing.measure("ch10.bench_copy", copies, nbytes=8 * n, size={"n": n, "dtype": "float32"})

@@ -255,8 +255,8 @@ def time_step_host(
 
 GOALS = {
     "fused_vs_naive": 3.0,  # the optimised network at least 3x faster than the naive one, end to end
-    "fused_vs_torch": 2.0,  # and at most 2x slower than PyTorch
-    "chain_vs_copy": 0.70,  # the fused elementwise chain above 70% of the copy bandwidth
+    "fused_vs_torch": 0.8,  # and at most 0.8x PyTorch's time (issue 17: faster than PyTorch)
+    "chain_vs_copy": 0.90,  # the fused elementwise chain at 90% of the copy bandwidth or more (issue 17)
 }
 
 
@@ -289,8 +289,8 @@ def goal_lines(
         r = sec["fused"] / sec["torch"]
         ok = r <= GOALS["fused_vs_torch"]
         lines.append(
-            f"{'MET   ' if ok else 'MISSED'} optimised within {GOALS['fused_vs_torch']:g}x of PyTorch: "
-            f"{r:.2f}x PyTorch's time ({sec['fused']:.2f} s vs {sec['torch']:.2f} s)"
+            f"{'MET   ' if ok else 'MISSED'} optimised in <= {GOALS['fused_vs_torch']:g}x PyTorch's time: "
+            f"{r:.2f}x ({sec['fused']:.2f} s vs {sec['torch']:.2f} s)"
         )
     else:
         lines.append("NO DATA optimised vs PyTorch: no GPU training times in this run")
@@ -425,17 +425,18 @@ def main() -> int:
         row = next((r for r in results.rows if r["name"] == name), {})
         return row.get("gbps")
 
-    copy_gbps, fused_gbps = gbps(copy_res, "copy (torch)"), gbps(chain_res, dropout_chain.PAIRED)
-    scalar_gbps = gbps(chain_res, "fused: 1 kernel")
-    if copy_gbps and fused_gbps and scalar_gbps:
-        print(
-            f"  fused, 4-byte accesses: {scalar_gbps / copy_gbps:.0%} of the copy; "
-            f"{dropout_chain.PAIRED}: {fused_gbps / copy_gbps:.0%}"
-        )
+    copy_gbps = gbps(copy_res, "copy (torch)")
+    best_name, fused_gbps = dropout_chain.best_fused(chain_res.rows)  # the goal judges the fastest
+    if copy_gbps and fused_gbps:
+        rates = {name: gbps(chain_res, name) for name in dropout_chain.FUSED}
+        shares = [f"{name}: {rate / copy_gbps:.1%}" for name, rate in rates.items() if rate]
+        print("  share of the copy's bandwidth: " + "; ".join(shares))
+        if unmeasured := [name for name, rate in rates.items() if not rate]:
+            print(f"  not in these figures (added after the run that stored them): {'; '.join(unmeasured)}")
 
     # Verdicts -------------------------------------------------------------------------------------
     where = f"measured now on {info.device}" if info.mode == "gpu" else source
-    verdicts = goal_lines(training, fused_gbps, copy_gbps, source=where, chain_name=dropout_chain.PAIRED)
+    verdicts = goal_lines(training, fused_gbps, copy_gbps, source=where, chain_name=best_name or "")
     print("\ngoals:")
     print("\n".join(f"  {v}" for v in verdicts))
     met = sum(v.startswith("MET") for v in verdicts)

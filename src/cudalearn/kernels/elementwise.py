@@ -12,20 +12,24 @@ Two groups, all float32 unless stated:
   dropout mask and the dropout scale, as four kernels (`chain_bias`,
   `chain_relu`, `chain_mask`, `chain_scale`) or as one
   (`bias_relu_dropout`), the same fused kernel with 8-byte accesses
-  (`bias_relu_dropout_pairs`, launched by `fused_chain_pairs`), and the copy
+  (`bias_relu_dropout_pairs`, launched by `fused_chain_pairs`), the paired
+  kernel with unsigned indices and a compile-time number of pairs a thread
+  (`bias_relu_dropout_pairs_u32(pairs)`, a cached factory), and the copy
   kernel whose bandwidth they are compared with (`copy_2d`). Each of their
   threads handles EPT elements of a row (`launch_chain(shape)` gives the
-  launch), or PAIRS pairs of elements for the paired kernel.
+  launch), or PAIRS pairs of elements for the paired kernel
+  (`launch_pairs(shape, block, pairs)`).
 
 2-D kernels use the course's convention (Chapter 2): thread (x, y) of
 `cuda.grid(2)` handles element [y, x], so a warp runs along a row.
 `launch_2d(shape)` gives the launch configuration of the network's kernels.
 """
 
+import functools
 import math
 
 import numpy as np
-from numba import config, cuda, float32, uint16
+from numba import config, cuda, float32, float64, uint16, uint32, uint64
 from numba.cuda import libdevice
 
 from cudalearn import launch
@@ -51,6 +55,8 @@ SIGNATURES = {
     "copy_2d": "void(float32[:, ::1], float32[:, ::1])",
     "empty_kernel": "void(float32[::1])",
 }
+# bias_relu_dropout_pairs_u32's kernels are made per number of pairs by a factory, so none is listed
+# here: tests/test_fusion.py compiles them for sm_75 and sm_90 with the paired kernel's signature.
 
 #: Block of the 2-D elementwise launches: 32 threads along a row (one warp), 8 rows.
 BLOCK_2D = (32, 8)
@@ -176,10 +182,16 @@ def gather(src, idx, dst):
 
 # The memory-bound chain: bias, ReLU, dropout mask, scale -------------------------------------
 #
-# These kernels give each thread EPT elements of a row, a grid's width apart, and load all of them
-# before using any: EPT loads per thread are in flight together. With one element per thread, a
-# thread has a single 4-byte load outstanding, and the bytes in flight per SM are too few to keep
-# HBM busy (Chapter 2's vector addition reached about 70% of PyTorch's bandwidth that way).
+# These kernels give each thread EPT elements of a row, a grid's width apart, in two loops: the first
+# reads, the second writes. With one element per thread, a thread has a single 4-byte load
+# outstanding, and the bytes in flight per SM are too few to keep HBM busy (Chapter 2's vector
+# addition reached about 70% of PyTorch's bandwidth that way). Where the first loop only loads
+# (chain_relu, chain_scale, copy_2d), the compiled code issues all EPT loads before it waits for any.
+# Where it also computes with what it loaded (chain_bias and chain_mask, bias_relu_dropout and its
+# paired kernel: the bias added, the mask converted), each element's arithmetic waits for that
+# element's loads, and the next element's loads come after it, behind the branch of their guard: a
+# thread waits for one element's data before it requests the next's (sm_90 SASS from numba-cuda
+# 0.30.4 and ptxas 12.9). bias_relu_dropout_pairs_u32 keeps its first loop to loads.
 
 #: Elements of a row each thread of the chain's kernels handles.
 EPT = 4
@@ -199,7 +211,7 @@ def chain_bias(Z, b, Y):
     width = cuda.gridsize(2)[0]
     if row < Z.shape[0]:
         v = cuda.local.array(EPT, float32)
-        for e in range(EPT):  # every load first: EPT of them in flight at once
+        for e in range(EPT):  # each element's add waits for its loads (see above)
             col = x + e * width
             if col < Z.shape[1]:
                 v[e] = Z[row, col] + b[col]
@@ -267,14 +279,15 @@ def bias_relu_dropout(Z, b, mask, s, Y):
     Z, Y (m, n) float32; b (n,) float32; mask (m, n) uint8 0 or 1; s float32.
     The unfused chain (chain_bias, chain_relu, chain_mask, chain_scale)
     computes the same with four kernels, each reading and writing the
-    whole array. Same launch: EPT columns a thread, loads first.
+    whole array. Same launch: EPT columns a thread, read in a first loop
+    and written in a second.
     """
     x, row = cuda.grid(2)
     width = cuda.gridsize(2)[0]
     if row < Z.shape[0]:
         z = cuda.local.array(EPT, float32)
         keep = cuda.local.array(EPT, float32)
-        for e in range(EPT):  # Z, b and the mask of all EPT elements requested before any is used
+        for e in range(EPT):  # Z, b and the mask of each element, then its add and its mask's conversion
             col = x + e * width
             if col < Z.shape[1]:
                 z[e] = Z[row, col] + b[col]
@@ -331,10 +344,10 @@ else:
         return libdevice.hiloint2double(libdevice.float_as_int(hi), libdevice.float_as_int(lo))
 
 
-def launch_pairs(shape, block=BLOCK_2D):
-    """(griddim, blockdim) of the paired kernel on a (rows, cols) float32 array: PAIRS pairs a thread."""
+def launch_pairs(shape, block=BLOCK_2D, pairs=PAIRS):
+    """(griddim, blockdim) of a paired kernel on a (rows, cols) float32 array: `pairs` pairs a thread."""
     rows, cols = shape
-    (x, y), block = launch.grid_2d(rows, cols, block, per_thread=(2 * PAIRS, 1))
+    (x, y), block = launch.grid_2d(rows, cols, block, per_thread=(2 * pairs, 1))
     return (max(1, x), y), block
 
 
@@ -354,7 +367,7 @@ def bias_relu_dropout_pairs(Z2, b2, mask2, s, Y2):
         lo = cuda.local.array(PAIRS, float32)
         hi = cuda.local.array(PAIRS, float32)
         keep = cuda.local.array(PAIRS, uint16)
-        for e in range(PAIRS):  # every load first, as in the other chain kernels
+        for e in range(PAIRS):  # each pair's loads, then its unpacking and its add
             col = x + e * width
             if col < Z2.shape[1]:
                 z_lo, z_hi = _unpack_pair(Z2[row, col])
@@ -368,6 +381,56 @@ def bias_relu_dropout_pairs(Z2, b2, mask2, s, Y2):
                 y_lo = max(lo[e], float32(0.0)) * float32(keep[e] & 0xFF) * s
                 y_hi = max(hi[e], float32(0.0)) * float32(keep[e] >> 8) * s
                 Y2[row, col] = _pack_pair(y_lo, y_hi)
+
+
+@functools.cache
+def bias_relu_dropout_pairs_u32(pairs: int):
+    """`bias_relu_dropout_pairs` with its loads first, unsigned indices, `pairs` pairs a thread (Chapter 5).
+
+    The same views (`pair_views`), arithmetic and result, bit for bit; one
+    kernel per value of `pairs` (cached), launched with
+    `launch_pairs(shape, block, pairs)`. Three changes. Its first loop only
+    loads, keeping each 8-byte word as it arrives, and the second unpacks,
+    computes and stores: the paired kernel adds each pair's bias right
+    after its loads, so a thread waits for one pair's data before it issues
+    the next pair's loads (each pair's loads sit behind a branch, its
+    guard). Its indices are built from `uint32` values (Numba widens them
+    to unsigned 64-bit integers): Numba's signed indices may be negative,
+    as in Python, so every access with one the compiler cannot prove
+    non-negative carries wrap-around code, which an unsigned index does not
+    need (Chapter 10). And the pairs a thread are a compile-time constant:
+    with 4, a thread can have twice the paired kernel's bytes in flight.
+    """
+    if not isinstance(pairs, int) or pairs < 1:
+        raise ValueError(f"pairs must be a positive int, got {pairs!r}")
+    P = pairs
+
+    @cuda.jit
+    def bias_relu_dropout_pairs_u32_kernel(Z2, b2, mask2, s, Y2):
+        x = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
+        row = uint32(cuda.blockIdx.y) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y)
+        width = uint32(cuda.gridDim.x) * uint32(cuda.blockDim.x)
+        n = uint64(Z2.shape[1])  # unsigned as the indices: no mixed-sign comparison
+        if row < uint64(Z2.shape[0]):
+            z = cuda.local.array(P, float64)  # the loaded words as they are: two float32 columns each
+            b = cuda.local.array(P, float64)
+            keep = cuda.local.array(P, uint16)
+            for e in range(P):  # loads only: nothing waits for one before the next pair's are issued
+                col = x + uint32(e) * width
+                if col < n:
+                    z[e] = Z2[row, col]
+                    b[e] = b2[col]
+                    keep[e] = mask2[row, col]
+            for e in range(P):
+                col = x + uint32(e) * width
+                if col < n:
+                    z_lo, z_hi = _unpack_pair(z[e])
+                    b_lo, b_hi = _unpack_pair(b[e])
+                    y_lo = max(z_lo + b_lo, float32(0.0)) * float32(keep[e] & 0xFF) * s
+                    y_hi = max(z_hi + b_hi, float32(0.0)) * float32(keep[e] >> 8) * s
+                    Y2[row, col] = _pack_pair(y_lo, y_hi)
+
+    return bias_relu_dropout_pairs_u32_kernel
 
 
 def pair_views(Z, b, mask, Y):

@@ -326,9 +326,13 @@ class Traffic:
             self.bytes.setdefault(layer, [0, 0])[direction] += nbytes
 
     def by_layer(self) -> dict[str, tuple[int, int]]:
-        """{layer: (forward bytes, backward bytes)}, in network order."""
+        """{layer: (forward bytes, backward bytes)}: AlexNet's layers in network order, other names after.
+
+        Other names (Chapter 11's 'fc1', 'fc2') keep the order they were first counted in.
+        """
         order = [*LAYERS, OUTPUT]
-        return {k: tuple(self.bytes[k]) for k in sorted(self.bytes, key=order.index)}
+        known = sorted((k for k in self.bytes if k in order), key=order.index)
+        return {k: tuple(self.bytes[k]) for k in known + [k for k in self.bytes if k not in order]}
 
     def total(self) -> int:
         """All bytes counted, both directions."""
