@@ -28,7 +28,6 @@ refuses, naming how many it has.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -36,7 +35,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from cudalearn.dist_program import barrier, run_info, start
+from cudalearn.dist_program import barrier, run_info, start, write_run
 from cudalearn.tensor_parallel import bus_bandwidth
 
 #: Defaults per backend: (smallest bytes, largest bytes, warm-up calls, timed calls).
@@ -149,18 +148,14 @@ def main(argv=None) -> None:
         for n in sizes(smallest, largest, args.factor)
         for op in ops
     ]
-    if dist.get_rank() == 0:
-        summary = {
-            **run_info(backend, device),
-            "warmup": warmup,
-            "iters": iters,
-            "time": "median over timed calls of the slowest process's time per call",
-            "rows": rows,
-        }
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"collectives-{backend}-{summary['world']}.json"
-        path.write_text(json.dumps(summary, indent=1) + "\n")
-        print(f"wrote {path}")
+    summary = {
+        **run_info(backend, device),
+        "warmup": warmup,
+        "iters": iters,
+        "time": "median over timed calls of the slowest process's time per call",
+        "rows": rows,
+    }
+    write_run(args.out, "collectives", summary)
     barrier(device)
     dist.destroy_process_group()
 

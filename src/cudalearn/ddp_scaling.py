@@ -76,7 +76,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cudalearn import multigpu, precision
-from cudalearn.dist_program import barrier, gather, run_info, start
+from cudalearn.dist_program import barrier, gather, run_info, start, write_run
 from cudalearn.nn.op_costs import op_flops
 from cudalearn.nn.training import make_optimizer, train_step
 from cudalearn.nn.vit import ViT, parameters
@@ -434,10 +434,7 @@ def main(argv=None) -> None:
                 "time": "per process: median of --repeat loops of --steps steps; a row: the slowest process",
                 "rows": rows,
             }
-            args.out.mkdir(parents=True, exist_ok=True)
-            path = args.out / f"ddp-scaling-{backend}-{world}.json"
-            path.write_text(json.dumps(summary, indent=1) + "\n")
-            print(f"wrote {path}")
+            write_run(args.out, "ddp-scaling", summary)
         barrier(device)
     finally:
         dist.destroy_process_group()

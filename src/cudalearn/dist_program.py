@@ -3,15 +3,17 @@
 `tp_step`, `collectives_bench`, `ddp_scaling` and `fsdp_fit` run one process
 per GPU under torchrun. Each starts with `start` (NVLink multicast off, the
 backend chosen, NCCL refused without a GPU per process, the process group
-started), writes `run_info` at the head of its JSON, and meets the other
-processes with `barrier` and `gather`.
+started), writes `run_info` at the head of its JSON (`write_run`), and meets
+the other processes with `barrier` and `gather`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from datetime import UTC, datetime
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -98,3 +100,17 @@ def gather(value) -> list:
     out = [None] * dist.get_world_size()
     dist.all_gather_object(out, value)
     return out
+
+
+def write_run(out: Path, prefix: str, summary: dict) -> Path | None:
+    """Chapter 11: process 0 writes `summary` to out/<prefix>-<backend>-<world>.json; the others nothing.
+
+    `summary` starts with `run_info`'s header; `parallel_runs.launch` reads the file back.
+    """
+    if dist.get_rank() != 0:
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{prefix}-{summary['backend']}-{summary['world']}.json"
+    path.write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"wrote {path}")
+    return path

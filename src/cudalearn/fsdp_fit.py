@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 from pathlib import Path
 
@@ -90,7 +89,7 @@ from cudalearn.ddp_scaling import (
     make_model,
     synthetic_batch,
 )
-from cudalearn.dist_program import barrier, gather, run_info, start
+from cudalearn.dist_program import barrier, gather, run_info, start, write_run
 from cudalearn.nn.step_memory import memory_cap
 from cudalearn.nn.training import make_optimizer, train_step
 from cudalearn.nn.vit import ViT
@@ -386,10 +385,7 @@ def main(argv=None) -> None:
                 "attempts": attempts,
                 "check": check,
             }
-            args.out.mkdir(parents=True, exist_ok=True)
-            path = args.out / f"fsdp-fit-{args.backend}-{world}.json"
-            path.write_text(json.dumps(summary, indent=1) + "\n")
-            print(f"wrote {path}")
+            write_run(args.out, "fsdp-fit", summary)
         barrier(device)
     finally:
         dist.destroy_process_group()

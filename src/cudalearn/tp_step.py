@@ -31,7 +31,6 @@ off and NCCL without a GPU per process is refused with the reason
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import torch
@@ -39,7 +38,7 @@ import torch.distributed as dist
 
 from cudalearn import multigpu, precision
 from cudalearn import tensor_parallel as tp
-from cudalearn.dist_program import barrier, run_info, start
+from cudalearn.dist_program import barrier, run_info, start, write_run
 from cudalearn.nn.alexnet import Traffic
 
 #: The check's small MLP (tokens, d_in, hidden, d_out): hidden splits over 1, 2, 4 and 8 processes.
@@ -172,11 +171,7 @@ def main(argv=None) -> None:
         "check": compare_with_unsplit(device, seed=args.seed),
         "timing": time_mlp(device, args) if args.time_steps else None,
     }
-    if dist.get_rank() == 0:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"tp-{backend}-{world}.json"
-        path.write_text(json.dumps(summary, indent=1) + "\n")
-        print(f"wrote {path}")
+    write_run(args.out, "tp", summary)
     barrier(device)
     dist.destroy_process_group()
 
