@@ -265,6 +265,16 @@ def test_gpu_figures_are_labelled_with_a_stored_run_device_and_date(site_dir):
     assert labelled >= len(BOOKS) - 2, "most chapters show GPU figures from the stored runs"
 
 
+def test_claims_tables_render_as_tables(site_dir):
+    # A chapter's claims come out as a Markdown table (cudalearn.sources): the page must show a table.
+    for nb in BOOKS:
+        code = " ".join(c.source for c in nbformat.read(nb, as_version=4).cells if c.cell_type == "code")
+        if "claims(" in code:
+            html = (site_dir / "book" / f"{nb.stem}.html").read_text()
+            table = re.search(r"<table.*?<th[^>]*>(<p>)?Verdict", html, re.S)
+            assert table, f"{nb.name}: its claims are not shown as a table"
+
+
 def test_chapter_8_formula_is_math_markup_for_mathjax(site_dir):
     html = (site_dir / "book" / "08-resnet-skip-gradients.html").read_text()
     formula = r"\frac{\partial L}{\partial x} = \frac{\partial L}{\partial y}"

@@ -13,6 +13,7 @@ extensions = ["myst_nb"]
 nb_execution_mode = "off"  # cudalearn.site.execute ran the notebooks already, two at a time
 nb_merge_streams = True  # one block per cell for its printed output, not one per print call
 myst_enable_extensions = ["dollarmath", "amsmath"]
+nb_render_markdown_format = "gfm"  # Markdown outputs (the claims tables) with tables; commonmark has none
 exclude_patterns = ["_labs", ".doctrees", "**/.ipynb_checkpoints"]
 
 html_theme = "sphinx_book_theme"
