@@ -150,15 +150,18 @@ def test_layer_candidates_agree_with_numpy():
 
 
 def test_goal_lines_never_hide_a_miss():
-    training = {"seconds": {"naive": 9.0, "fused": 2.0, "torch": 1.5}}
-    lines = shallow_net.goal_lines(training, 3100.0, 4300.0, source="H200")
-    assert lines[0].startswith("MET") and "4.50x" in lines[0]
-    assert lines[1].startswith("MET") and lines[2].startswith("MET") and lines[2].endswith("[H200]")
+    training = {"seconds": {"naive": 9.0, "fused": 1.0, "torch": 1.5}}  # issue 17: <= 0.8x PyTorch's time
+    lines = shallow_net.goal_lines(training, 4000.0, 4300.0, source="H200")  # and >= 90% of the copy
+    assert lines[0].startswith("MET") and "9.00x" in lines[0]
+    assert lines[1].startswith("MET") and "0.67x" in lines[1]
+    assert lines[2].startswith("MET") and lines[2].endswith("[H200]")
+    near = shallow_net.goal_lines({"seconds": {"naive": 9.0, "fused": 1.3, "torch": 1.5}}, 3800.0, 4300.0)
+    assert [line.split()[0] for line in near[1:]] == ["MISSED", "MISSED"]  # 0.87x and 88%: close is a miss
     lines = shallow_net.goal_lines({"seconds": {"naive": 4.0, "fused": 2.0, "torch": 0.5}}, 2000.0, 4300.0)
     assert [line.split()[0] for line in lines] == ["MISSED", "MISSED", "MISSED"]
     assert all(line.startswith("NO DATA") for line in shallow_net.goal_lines(None, None, None))
-    named = shallow_net.goal_lines(training, 3100.0, 4300.0, chain_name="fused, 8-byte accesses")[2]
-    assert named.endswith("72% (3,100 GB/s vs 4,300 GB/s, fused, 8-byte accesses)"), named
+    named = shallow_net.goal_lines(training, 4000.0, 4300.0, chain_name="fused, 8-byte accesses")[2]
+    assert named.endswith("93% (4,000 GB/s vs 4,300 GB/s, fused, 8-byte accesses)"), named
 
 
 def test_time_step_host_splits_the_host_time_and_is_json(tiny):
