@@ -76,7 +76,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cudalearn import multigpu, precision
-from cudalearn.dist_program import barrier, gather, run_info, start, write_run
+from cudalearn.dist_program import barrier, run_info, slowest_ms, start, write_run
 from cudalearn.nn.op_costs import op_flops
 from cudalearn.nn.training import make_optimizer, train_step
 from cudalearn.nn.vit import ViT, parameters
@@ -294,13 +294,11 @@ def time_row(args, device: torch.device, costs: dict, bucket_mb: float | None, o
             "gradients were not averaged, and the timing would measure a broken program"
         )
     multigpu.synchronize([device])
-    barrier(device)
-    t = multigpu.step_ms(step, [device], steps=args.steps, warmup=0, repeat=args.repeat)
+    t = slowest_ms(step, device, steps=args.steps, warmup=0, repeat=args.repeat)
     logging = model._get_ddp_logging_data() if overlap else {}
     sizes = logging.get("rebuilt_bucket_sizes") or logging.get("bucket_sizes")
     row["buckets_bytes"] = [int(s) for s in str(sizes).split(",")] if sizes else None
-    row["rank_ms"] = gather(t["median_ms"])
-    row["step_ms"] = max(row["rank_ms"])
+    row["rank_ms"], row["step_ms"] = t["rank_ms"], t["median_ms"]
     row["images_per_s"] = world * batch / (row["step_ms"] * 1e-3)
     row["flops_per_step"] = costs["flops_per_step"]
     row["tflops_per_process"] = costs["flops_per_step"] / (row["step_ms"] * 1e-3) / 1e12
@@ -317,11 +315,10 @@ def allreduce_ms(n_params: int, device: torch.device, steps: int, repeat: int) -
         return None
     buf = torch.zeros(n_params, device=device)
     multigpu.synchronize([device])
-    barrier(device)
-    t = multigpu.step_ms(lambda: dist.all_reduce(buf), [device], steps=steps, warmup=2, repeat=repeat)
+    t = slowest_ms(lambda: dist.all_reduce(buf), device, steps=steps, warmup=2, repeat=repeat)
     buf = None
     free_memory(device)
-    return max(gather(t["median_ms"]))
+    return t["median_ms"]
 
 
 def parse_buckets(text: str) -> list[float | None]:

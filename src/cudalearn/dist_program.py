@@ -102,6 +102,24 @@ def gather(value) -> list:
     return out
 
 
+def slowest_ms(fn, device: torch.device, *, steps: int, warmup: int, repeat: int = 3) -> dict:
+    """Chapter 11: `multigpu.step_ms` of `fn` on every process after a barrier, the slowest process's figures.
+
+    {'median_ms', 'min_ms': the largest over the processes; 'rank_ms': every
+    process's median, in rank order; 'steps', 'repeat'}.
+    """
+    barrier(device)
+    t = multigpu.step_ms(fn, [device], steps=steps, warmup=warmup, repeat=repeat)
+    medians, mins = zip(*gather((t["median_ms"], t["min_ms"])), strict=True)
+    return {
+        "median_ms": max(medians),
+        "min_ms": max(mins),
+        "rank_ms": list(medians),
+        "steps": steps,
+        "repeat": repeat,
+    }
+
+
 def write_run(out: Path, prefix: str, summary: dict) -> Path | None:
     """Chapter 11: process 0 writes `summary` to out/<prefix>-<backend>-<world>.json; the others nothing.
 

@@ -36,9 +36,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from cudalearn import multigpu, precision
+from cudalearn import precision
 from cudalearn import tensor_parallel as tp
-from cudalearn.dist_program import barrier, run_info, start, write_run
+from cudalearn.dist_program import barrier, run_info, slowest_ms, start, write_run
 from cudalearn.nn.alexnet import Traffic
 
 #: The check's small MLP (tokens, d_in, hidden, d_out): hidden splits over 1, 2, 4 and 8 processes.
@@ -117,15 +117,6 @@ def compare_with_unsplit(device: torch.device, shape=CHECK_SHAPE, seed: int = 0)
     return {"shape": list(shape), "max_abs_error": errors, "bytes_counted": counted, "bytes_predicted": want}
 
 
-def _slowest_ms(fn, device, steps: int, warmup: int) -> dict:
-    """`multigpu.step_ms` of `fn` on every process after a barrier; each figure the slowest process's."""
-    barrier(device)
-    t = multigpu.step_ms(fn, (device,), steps=steps, warmup=warmup)
-    worst = torch.tensor([t["median_ms"], t["min_ms"]], dtype=torch.float64, device=device)
-    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-    return {"median_ms": worst[0].item(), "min_ms": worst[1].item(), "steps": steps, "repeat": t["repeat"]}
-
-
 def time_mlp(device: torch.device, args) -> dict:
     """Chapter 11: ms per forward+backward of this process's share of the timed MLP, and of one all-reduce."""
     world = dist.get_world_size()
@@ -146,14 +137,15 @@ def time_mlp(device: torch.device, args) -> dict:
     out = {
         "shape": {"tokens": args.tokens, "d_model": args.d_model, "hidden": args.hidden},
         "dtype": args.dtype,
-        "step": _slowest_ms(step, device, args.time_steps, args.warmup),
+        "step": slowest_ms(step, device, steps=args.time_steps, warmup=args.warmup),
         "flops_per_process": flops,
         "bytes_per_step": tp.bytes_per_step(
             "mlp", args.tokens, args.d_model, args.d_model, world, bytes_per_element=elem
         ),
     }
     if world > 1:
-        out["all_reduce"] = _slowest_ms(lambda: dist.all_reduce(act), device, args.time_steps, args.warmup)
+        reduce = lambda: dist.all_reduce(act)  # noqa: E731
+        out["all_reduce"] = slowest_ms(reduce, device, steps=args.time_steps, warmup=args.warmup)
     return out
 
 
