@@ -182,3 +182,30 @@ def test_a_superseded_figure_is_labelled_as_of_the_earlier_code_and_keeps_its_no
     ]
     b = run("2026-11-30T08:00:00+00:00", {"ch6.silu": {"ms": 2.0}})
     assert reference.merge([("a.json", a), ("b.json", b)])["superseded"] == {"ch5.chain": "old kernel"}
+
+
+def test_adopt_moves_the_rerun_keys_out_of_the_older_files_and_notes_where(tmp_path, capsys):
+    old = run(
+        "2026-12-01T10:00:00+00:00",
+        {"ch10.softmax": {"ms": 1.0}, "ch10.sum": {"ms": 2.0}},
+        superseded={"ch10.softmax": "old kernel"},
+    )
+    only = run("2026-12-01T11:00:00+00:00", {"ch9.patchify": {"ms": 3.0}})
+    (tmp_path / "h200-old.json").write_text(reference.dumps(old))
+    (tmp_path / "h200-only.json").write_text(reference.dumps(only))
+    new = run("2026-12-05T09:00:00+00:00", {"ch10.softmax": {"ms": 0.5}, "ch9.patchify": {"ms": 0.1}})
+    src = tmp_path / "incoming"
+    src.mkdir()
+    (src / "h200-new.json").write_text(reference.dumps(new))
+    moved = reference.adopt(src / "h200-new.json", tmp_path)
+    assert moved == {"h200-old.json": ["ch10.softmax"], "h200-only.json": ["ch9.patchify"]}
+    left = json.loads((tmp_path / "h200-old.json").read_text())
+    assert left["figures"] == {"ch10.sum": {"ms": 2.0}}
+    assert "superseded" not in left  # the note went with its figure
+    assert left["replaced"] == {"ch10.softmax": "h200-new.json (2026-12-05)"}
+    assert not (tmp_path / "h200-only.json").exists()  # nothing left in it
+    assert json.loads((tmp_path / "h200-new.json").read_text())["figures"] == new["figures"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**new, "mode": "sim"}))
+    with pytest.raises(reference.StoredFiguresError, match="only GPU runs are stored"):
+        reference.adopt(bad, tmp_path)

@@ -292,3 +292,28 @@ def test_thread_outputs_are_the_rows_and_columns_each_thread_reads(name):
         got_rows = sorted((a - min(stored["sAt"])) // 4 for a in read["sAt"][t])
         got_cols = sorted((a - min(stored["sB"])) // 4 for a in read["sB"][t])
         assert sorted(rows) == got_rows and sorted(cols) == got_cols, (t, rows, got_rows, cols, got_cols)
+
+
+def test_the_gemm_goal_needs_85_percent_of_cublas_and_to_beat_triton():
+    """Issue 17's goal: both parts from the same run; a stored verdict without the Triton part still reads."""
+    from types import SimpleNamespace
+
+    from cudalearn.bench import gemm
+
+    def run(best, triton):
+        rows = [{"name": "regblock_2d_prefetch", "gflops": best}, {"name": "cuBLAS FP32", "gflops": 50_000.0}]
+        if triton:
+            rows.append({"name": "Triton FP32", "gflops": triton})
+        return gemm.verdict(SimpleNamespace(rows=rows))
+
+    met = run(44_000.0, 39_000.0)
+    assert met["met"] and met["beats_triton"] and round(met["fraction_of_cublas_fp32"], 2) == 0.88
+    assert gemm.verdict_line(met).endswith("1.13x Triton FP32's speed (goal > 1): met")
+    slow = run(44_000.0, 45_000.0)  # 88% of cuBLAS but slower than Triton: missed
+    assert not slow["met"] and gemm.verdict_line(slow).endswith("MISSED")
+    assert not run(40_000.0, 30_000.0)["met"], "80% of cuBLAS is below the goal, whatever Triton does"
+    alone = run(44_000.0, None)
+    assert not alone["met"] and "Triton FP32 not in this run" in gemm.verdict_line(alone)
+    old = {"best": "regblock_2d_prefetch", "fraction_of_cublas_fp32": 0.72, "goal": 0.5, "met": True}
+    assert gemm.verdict_line(old).endswith("(goal >= 50%): met"), "a stored verdict keeps its own goal"
+    assert gemm.verdict(SimpleNamespace(rows=[{"name": "cuBLAS FP32", "gflops": 1.0}])) is None

@@ -75,6 +75,17 @@ def _reference(args: argparse.Namespace) -> int:
 
     from cudalearn import reference
 
+    if args.action == "adopt":
+        stored = Path(reference.__file__).parent / "data" / "reference"
+        try:
+            moved = reference.adopt(args.file, stored)
+        except reference.StoredFiguresError as e:
+            print(f"not adopted: {e}", file=sys.stderr)
+            return 1
+        for name, keys in moved.items():
+            print(f"{name}: {len(keys)} figure(s) replaced by {args.file.name}: {', '.join(keys)}")
+        print(f"stored {args.file.name} in {stored}")
+        return 0
     if args.action == "merge":
         try:
             data = reference.merge_files(args.files, args.out, what=args.what or ())
@@ -153,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("files", nargs="+", type=Path, help="two or more stored runs (JSON)")
     m.add_argument("-o", "--out", type=Path, required=True, help="the file to write (may be one of the runs)")
     m.add_argument("--what", action="append", help="what run i is, for merged_from (once per file, in order)")
+    a = ref.add_parser("adopt", help="store a rerun: its keys leave the older files, noting where they went")
+    a.add_argument("file", type=Path, help="the new run (JSON, as scripts/gpu_run.py writes it)")
     p = sub.add_parser("site", help="render the book and the labs index as a static HTML site (offline)")
     p.add_argument("action", choices=("build",))
     p.add_argument("dir", type=Path, help="the folder to write the site into (emptied if it holds a site)")

@@ -70,8 +70,7 @@ def _patch() -> None:
     def counted_launch(kernel: Any, *args: Any, **kwargs: Any) -> Any:
         name = name_of(kernel)
         if name is not None:
-            for seen in _active:
-                seen.launches.append(str(name))
+            launched(str(name))
         return launch(kernel, *args, **kwargs)
 
     arrays = device_array_class()
@@ -85,6 +84,17 @@ def _patch() -> None:
     setattr(kernels, attr, counted_launch)
     arrays.copy_to_host = counted_copy
     _undo[:] = [(kernels, attr, launch), (arrays, "copy_to_host", copy)]
+
+
+def active() -> bool:
+    """Whether an `observe()` block is counting now (a prepared launch asks before it reports)."""
+    return bool(_active)
+
+
+def launched(name: str) -> None:
+    """Count a launch of kernel `name` made without numba-cuda's launch path (`launch.prepared`)."""
+    for seen in _active:
+        seen.launches.append(name)
 
 
 @contextmanager

@@ -1,8 +1,10 @@
 """Launch grids: how many blocks cover an array, the one rule every chapter's launch uses (Chapters 2-9);
 `run`, the launch of a kernel that may use warp intrinsics, on the tracer under the simulator (Chapter 10);
-`prepared`, a launch whose arguments are typed and marshalled once (Chapters 9-10)."""
+`prepared`, a launch whose arguments are typed and marshalled once (Chapters 5, 9-10)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 
 def blocks(n: int, per_block: int) -> int:
@@ -59,40 +61,91 @@ def run(kernel, griddim, blockdim, *args) -> None:
     trace.run(kernel, griddim, blockdim, *args)
 
 
-def prepared(kernel, griddim, blockdim, *args):
-    """A callable that runs kernel[griddim, blockdim](*args), its host work done once (Chapters 9-10).
+class Prepared:
+    """A launch with its host work done once (`prepared`): call it to launch (Chapters 5, 9-10).
+
+    `arguments` are the arguments it points at (kept alive with it); `set_scalar(i, value)` changes
+    number argument i for the launches that follow, without preparing the others again (Chapter
+    5's network passes the step's index to its loss kernel that way). Each call is counted by
+    `cudalearn.counting` as a launch of the kernel, as a plain launch is.
+    """
+
+    def __init__(self, name: str, arguments: tuple, go, scalars: dict, *, counted: bool = True):
+        self.name, self.arguments, self._go, self._scalars = name, arguments, go, scalars
+        self._counted = counted  # False where `go` is a plain launch, which counting sees itself
+
+    def __call__(self) -> None:
+        if self._counted:
+            from cudalearn import counting
+
+            if counting.active():
+                counting.launched(self.name)
+        self._go()
+
+    def set_scalar(self, position: int, value) -> None:
+        """Argument `position` (a number: an int or a float) becomes `value` for the next launches."""
+        if position not in self._scalars:
+            raise TypeError(
+                f"argument {position} of {self.name} is not a number: only number arguments can be changed "
+                "after preparing (prepare a new launch for other arrays)"
+            )
+        self._scalars[position](value)
+
+
+def prepared(kernel, griddim, blockdim, *args) -> Prepared:
+    """A `Prepared` that runs kernel[griddim, blockdim](*args), its host work done once (Chapters 5, 9-10).
 
     `kernel[griddim, blockdim](*args)` does, at every call, on the host: it types each argument
     to find the compiled kernel, turns each array into the 5 + 2 * ndim values the kernel
     receives (two empty fields, size, item size, pointer, shape, strides) and builds a launch
     configuration; only then does the driver launch it. For a kernel that runs tens of microseconds on the GPU
     that host work takes as long as the kernel. `prepared` does it once, for these very arguments,
-    and returns a function that only launches (cuda.core's `launch`, the call Numba's own launch ends
+    and returns a callable that only launches (cuda.core's `launch`, the call Numba's own launch ends
     in). The arrays must be device arrays (or objects with `__cuda_array_interface__`, such as
     PyTorch's CUDA tensors): a host array would need a copy at every call, and is refused. The
-    returned function keeps the arguments alive and launches on the legacy default stream, as the
+    callable keeps the arguments alive and launches on the legacy default stream, as the
     plain launch does (not PyTorch's current stream, if that is another). It captures the arrays'
     addresses, shapes and strides once: a tensor reallocated in place (`resize_`, `set_`) or replaced
-    by a new one is not followed. No dynamic shared memory, cooperative launch or `debug=True` error
-    check; it uses numba-cuda internals (`_prepare_args`, `_codelibrary`), checked against 0.30.4.
-    Under the simulator it is `run(kernel, griddim, blockdim, *args)`.
+    by a new one is not followed; a number argument can be changed with `set_scalar`. No dynamic
+    shared memory, cooperative launch or `debug=True` error check; it uses numba-cuda internals
+    (`_prepare_args`, `_codelibrary`), checked against 0.30.4. Under the simulator it is
+    `run(kernel, griddim, blockdim, *args)`, with the same `set_scalar`.
     """
     from cudalearn import device
+    from cudalearn.kernels.reductions import kernel_name
 
+    name = kernel_name(kernel)
+    args = list(cuda_view(a) for a in args)
     if device.mode() == "sim":
-        return lambda: run(kernel, griddim, blockdim, *args)
+
+        def setter(i):
+            def set_value(value):
+                args[i] = type(args[i])(value)
+
+            return set_value
+
+        scalars = {i: setter(i) for i, a in enumerate(args) if isinstance(a, (int, float, np.number))}
+        go = lambda: run(kernel, griddim, blockdim, *args)  # noqa: E731
+        return Prepared(name, tuple(args), go, scalars, counted=False)
     from cuda.core import LaunchConfig
     from cuda.core import launch as core_launch
     from numba.cuda.cudadrv.driver import _to_core_stream
     from numba.cuda.dispatcher import normalize_kernel_dimensions
 
-    args = tuple(cuda_view(a) for a in args)
     griddim, blockdim = normalize_kernel_dimensions(griddim, blockdim)
     compiled = kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
     stream = _to_core_stream(0)
-    writeback, values = [], []
-    for ty, value in zip(compiled.argument_types, args, strict=True):
+    writeback, values, scalars = [], [], {}
+    for i, (ty, value) in enumerate(zip(compiled.argument_types, args, strict=True)):
+        first = len(values)
         compiled._prepare_args(ty, value, stream, writeback, values)
+        if isinstance(value, (int, float, np.number)) and len(values) == first + 1:
+            cval = values[first]  # the ctypes number the launch passes: changed in place
+
+            def set_value(v, cval=cval):
+                cval.value = v
+
+            scalars[i] = set_value
     if writeback:
         raise TypeError(
             "launch.prepared needs device arrays: a host (NumPy) argument would be copied to the GPU and "
@@ -104,8 +157,7 @@ def prepared(kernel, griddim, blockdim, *args):
     def launch_prepared():
         core_launch(stream, config, cu_kernel, *values)
 
-    launch_prepared.arguments = args  # the arrays the launch points at stay alive with it
-    return launch_prepared
+    return Prepared(name, tuple(args), launch_prepared, scalars)
 
 
 def cuda_view(a):

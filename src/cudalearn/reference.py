@@ -15,8 +15,10 @@ changed since (the figure is then labelled as of the earlier code, until
 the next GPU run replaces the file). Nsight Compute
 profiles are figures too (`from_ncu` turns a profiler script's result into
 this format). `index()` lists every stored file, `merge()` joins runs of one
-machine and writes `merged_from` itself; `cudalearn reference` prints the
-index and `cudalearn reference merge A B -o C` merges.
+machine and writes `merged_from` itself, `adopt()` stores a rerun whose keys
+leave the older files (each of which notes under `replaced` where they went);
+`cudalearn reference` prints the index, `cudalearn reference merge A B -o C`
+merges and `cudalearn reference adopt NEW` adopts.
 """
 
 from __future__ import annotations
@@ -332,3 +334,42 @@ def merge_files(paths: Sequence[Path], out: Path, what: Sequence[str] = ()) -> d
     data = merge(runs, what)
     Path(out).write_text(dumps(data, sort_figures=False))
     return data
+
+
+def adopt(new: Path, folder: Path) -> dict[str, list[str]]:
+    """Store the run `new` in `folder`; its keys leave the older files there (`cudalearn reference adopt`).
+
+    A rerun replaces figures: each older file that stored one of its keys loses that figure and
+    its `superseded` note, and records under `replaced` {key: the new file's name and date}, so
+    the history stays readable; a file left with no figures is deleted. Refuses a `new` not in
+    the reference format. Returns {older file: the keys it gave up}.
+    """
+    try:
+        data = json.loads(Path(new).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise StoredFiguresError(f"{new}: cannot read it ({e})") from None
+    if found := problems(data):
+        raise StoredFiguresError(f"{new}: {'; '.join(found)}")
+    folder, target = Path(folder), Path(folder) / Path(new).name
+    moved: dict[str, list[str]] = {}
+    for path in sorted(folder.glob("*.json")):
+        if path.resolve() == Path(new).resolve() or path.name == target.name:
+            continue
+        old = json.loads(path.read_text())
+        gone = sorted(set(old.get("figures", {})) & set(data["figures"]))
+        if not gone:
+            continue
+        moved[path.name] = gone
+        for key in gone:
+            del old["figures"][key]
+            old.get("superseded", {}).pop(key, None)
+            old.setdefault("replaced", {})[key] = f"{target.name} ({data['date']})"
+        if not old.get("superseded", True):
+            del old["superseded"]
+        if old["figures"]:
+            path.write_text(dumps(old, sort_figures=False))
+        else:
+            path.unlink()
+    if Path(new).resolve() != target.resolve():
+        target.write_text(dumps(data, sort_figures=False))
+    return moved

@@ -25,7 +25,9 @@ from cudalearn.datasets import DigitSet
 from cudalearn.sizes import size
 
 #: The networks `time_training` can time, by the names of its figures (classes of `cudalearn.nn.mlp`).
-IMPLEMENTATIONS = {"naive": "NaiveMLP", "fused": "FusedMLP", "torch": "TorchMLP"}
+IMPLEMENTATIONS = {"naive": "NaiveMLP", "fused": "FusedMLP", "prepared": "PreparedMLP", "torch": "TorchMLP"}
+#: Repeats of a timed training must agree within this share of their median for a verdict (issue 17).
+AGREEMENT = 0.10
 
 
 def time_training(
@@ -36,18 +38,24 @@ def time_training(
     lr: float,
     epochs: int,
     seed: int = 0,
-    names: tuple[str, ...] = ("naive", "fused", "torch"),
+    names: tuple[str, ...] = tuple(IMPLEMENTATIONS),
+    repeats: int = 3,
 ) -> dict[str, Any]:
-    """Seconds for `epochs` epochs of each implementation, after one warm-up epoch (Chapter 5).
+    """Seconds for `epochs` epochs of each implementation, `repeats` times, after a warm-up (Chapter 5).
 
     Every implementation starts from the same weights and sees the same
-    batches. The warm-up epoch compiles the kernels and warms PyTorch up;
-    then the GPU is synchronised, `epochs` epochs run, and the clock stops
-    after a second synchronisation (one perf_counter interval: a whole
-    training run is far longer than the clock's resolution). No evaluation
-    runs inside the timed part. Returns JSON-ready figures: seconds, the
-    per-epoch losses of the timed epochs, the test accuracy after them, and
-    the kernel launches of one step of each Numba network.
+    batches. One warm-up epoch each compiles the kernels, warms PyTorch up
+    and lets `PreparedMLP` prepare its launches. Then `repeats` rounds, each
+    training every implementation in turn from the initial weights again
+    (`load_params`, the same device arrays): the GPU is synchronised,
+    `epochs` epochs run, and the clock stops after a second synchronisation
+    (one perf_counter interval: a whole training run is far longer than the
+    clock's resolution). Interleaving the rounds spreads any drift of the
+    machine over every implementation. No evaluation runs inside the timed
+    part. Returns JSON-ready figures: every run's seconds (`runs`), their
+    median (`seconds`) and spread ((max - min) / median), the per-epoch
+    losses and the test accuracy of the last run, and the kernel launches of
+    one step of each Numba network.
     """
     from cudalearn.nn import mlp
     from cudalearn.nn.training import accuracy
@@ -58,18 +66,22 @@ def time_training(
         "batch": batch,
         "lr": lr,
         "epochs": epochs,
+        "repeats": repeats,
         "samples": int(data.X_train.shape[0]),
         "steps_per_epoch": int(data.X_train.shape[0] // batch),
+        "runs": {name: [] for name in names},
         "seconds": {},
+        "spread": {},
         "epoch_loss": {},
         "test_accuracy": {},
         "launches_per_step": {},
     }
     uploaded: dict[type, Any] = {}
+    nets = {}
     for name in names:
         cls = getattr(mlp, IMPLEMENTATIONS[name])
-        net = cls(params, batch, lr)
-        if cls.data_class not in uploaded:  # one upload per kind of data, shared by naive and fused
+        net = nets[name] = cls(params, batch, lr)
+        if cls.data_class not in uploaded:  # one upload per kind of data, shared by the Numba networks
             uploaded[cls.data_class] = cls.data_class(data)
         dd = uploaded[cls.data_class]
         mlp.train(net, dd, 1, seed=seed + 1, evaluate=False, progress=False)  # warm-up: compile, caches
@@ -78,27 +90,43 @@ def time_training(
             with mlp.count_launches() as launches, mlp.quiet_grids():
                 net.step(X, y, dd.losses(1), 0)
             out["launches_per_step"][name] = launches.count
-        net = cls(params, batch, lr)  # the timed run starts from the initial weights again
-        dd.synchronize()
-        t0 = time.perf_counter()
-        hist = mlp.train(net, dd, epochs, seed=seed, evaluate=False, progress=False)
-        dd.synchronize()
-        out["seconds"][name] = time.perf_counter() - t0
-        out["epoch_loss"][name] = hist.epoch_loss
+    for _ in range(repeats):
+        for name, net in nets.items():
+            dd = uploaded[net.data_class]
+            net.load_params(params)  # the timed run starts from the initial weights again
+            dd.synchronize()
+            t0 = time.perf_counter()
+            hist = mlp.train(net, dd, epochs, seed=seed, evaluate=False, progress=False)
+            dd.synchronize()
+            out["runs"][name].append(time.perf_counter() - t0)
+            out["epoch_loss"][name] = hist.epoch_loss
+    for name, net in nets.items():
+        runs = out["runs"][name]
+        out["seconds"][name] = float(np.median(runs))
+        out["spread"][name] = (max(runs) - min(runs)) / out["seconds"][name]
+        dd = uploaded[net.data_class]
         out["test_accuracy"][name] = accuracy(net.logits(dd.X_test), dd.y_test_host)
     return out
 
 
 def training_lines(training: dict[str, Any]) -> list[str]:
-    """The end-to-end table of `time_training`'s figures: seconds, ratios, launches, accuracy (Chapter 5)."""
+    """The end-to-end table of `time_training`'s figures: seconds, ratios, launches, accuracy (Chapter 5).
+
+    A run stored before `PreparedMLP` existed has no 'prepared' row, and one stored before the
+    repeats no spread: the table shows what the run has.
+    """
     sec = training["seconds"]
-    head = ("seconds", "vs naive", "vs PyTorch", "launches/step", "test acc")
-    lines = [f"{'':8s} {head[0]:>8s} {head[1]:>9s} {head[2]:>11s} {head[3]:>14s} {head[4]:>9s}"]
-    for name in ("naive", "fused", "torch"):
+    spread = training.get("spread", {})
+    head = ("seconds", "spread", "vs naive", "vs PyTorch", "launches/step", "test acc")
+    lines = [f"{'':9s} {head[0]:>8s} {head[1]:>7s} {head[2]:>9s} {head[3]:>11s} {head[4]:>14s} {head[5]:>9s}"]
+    for name in IMPLEMENTATIONS:
+        if name not in sec:
+            continue
         launches = str(training["launches_per_step"].get(name, "-"))
+        agree = f"{spread[name]:7.1%}" if name in spread else f"{'-':>7s}"
         lines.append(
-            f"{name:8s} {sec[name]:8.3f} {sec['naive'] / sec[name]:8.2f}x {sec[name] / sec['torch']:10.2f}x "
-            f"{launches:>14s} {training['test_accuracy'][name]:9.2%}"
+            f"{name:9s} {sec[name]:8.3f} {agree} {sec['naive'] / sec[name]:8.2f}x "
+            f"{sec[name] / sec['torch']:10.2f}x {launches:>14s} {training['test_accuracy'][name]:9.2%}"
         )
     return lines
 
@@ -191,8 +219,11 @@ def time_step_host(
     seed: int = 0,
     calls: int = 1000,
     repeats: int = 5,
+    network: str = "fused",
 ) -> dict[str, Any]:
-    """Where a FusedMLP step's time goes on the host: queueing, launches, slicing (Chapter 5).
+    """Where a step's time goes on the host: queueing, launches, slicing (Chapter 5).
+
+    `network` is 'fused' (FusedMLP) or 'prepared' (PreparedMLP, its launches prepared once).
 
     `steps` steps are queued with no synchronisation until the end (the
     run of median length of `repeats` runs is kept):
@@ -202,23 +233,27 @@ def time_step_host(
     waiting for the host). Then the host cost of single calls:
     'launch_us_empty' (the empty kernel, one array), 'launch_us_forward'
     (`linear_forward` with its four arrays and a flag, on a one-block
-    problem), 'slice_us' (one `NumbaData.batch`: two array views).
+    problem), 'prepared_us_forward' (the same launch prepared once,
+    `launch.prepared`), 'slice_us' (slicing a batch out of the epoch
+    buffers: two new array views).
     """
     from numba import cuda
 
+    from cudalearn import launch
     from cudalearn.kernels import elementwise as ew
     from cudalearn.nn import epoch_data, mlp
 
     params = mlp.init_params(sizes, seed)
     dd = epoch_data.NumbaData(data)
     dd.shuffle(mlp.permutations(dd.n_train, 1, seed)[0])
-    net = mlp.FusedMLP(params, batch, lr)
+    net = getattr(mlp, IMPLEMENTATIONS[network])(params, batch, lr)
     losses = dd.losses(steps + 2)
     per_epoch = dd.n_train // batch
     out: dict[str, Any] = {"sizes": list(sizes), "batch": batch, "steps": steps, "calls": calls}
+    out["network"] = network
     with mlp.quiet_grids():
-        for s in range(2):
-            net.step(*dd.batch(s, batch), losses, s)
+        for s in range(steps):  # warm-up: compiles, and a PreparedMLP prepares each step's launches
+            net.step(*dd.batch(s % per_epoch, batch), losses, s + 2)
         runs = []
         for _ in range(repeats):
             cuda.synchronize()
@@ -246,7 +281,9 @@ def time_step_host(
         forward = net.k["linear_forward"]
         one_block = tiles.launch(tiles.bm, tiles.bn)
         out["launch_us_forward"] = _host_us(lambda: forward[one_block](X, W, b, Y, 1), calls)
-        out["slice_us"] = _host_us(lambda: dd.batch(1, batch), calls)
+        out["prepared_us_forward"] = _host_us(launch.prepared(forward, *one_block, X, W, b, Y, 1), calls)
+        rows = slice(batch, 2 * batch)
+        out["slice_us"] = _host_us(lambda: (dd.X_epoch[rows], dd.y_epoch[rows]), calls)
         cuda.synchronize()
     return out
 
@@ -276,6 +313,8 @@ def goal_lines(
     """
     lines = []
     sec = (training or {}).get("seconds", {})
+    spread = (training or {}).get("spread", {})
+    best = "prepared" if "prepared" in sec else "fused"  # the fastest way the course runs its kernels
     if {"naive", "fused"} <= sec.keys():
         r = sec["naive"] / sec["fused"]
         ok = r >= GOALS["fused_vs_naive"]
@@ -285,12 +324,18 @@ def goal_lines(
         )
     else:
         lines.append("NO DATA optimised vs naive end to end: no GPU training times in this run")
-    if {"fused", "torch"} <= sec.keys():
-        r = sec["fused"] / sec["torch"]
-        ok = r <= GOALS["fused_vs_torch"]
+    if {best, "torch"} <= sec.keys():
+        r = sec[best] / sec["torch"]
+        if {best, "torch"} <= spread.keys():
+            worst = max(spread[best], spread["torch"])
+            agree = worst <= AGREEMENT
+            repeats = f"repeats within {worst:.0%} of their median (<= {AGREEMENT:.0%} needed)"
+        else:
+            agree, repeats = False, "repeats not measured in this run: no verdict on one run"
+        ok = r <= GOALS["fused_vs_torch"] and agree
         lines.append(
-            f"{'MET   ' if ok else 'MISSED'} optimised in <= {GOALS['fused_vs_torch']:g}x PyTorch's time: "
-            f"{r:.2f}x ({sec['fused']:.2f} s vs {sec['torch']:.2f} s)"
+            f"{'MET   ' if ok else 'MISSED'} optimised ({best}) in <= {GOALS['fused_vs_torch']:g}x PyTorch's "
+            f"time: {r:.2f}x ({sec[best]:.2f} s vs {sec['torch']:.2f} s), {repeats}"
         )
     else:
         lines.append("NO DATA optimised vs PyTorch: no GPU training times in this run")
@@ -363,13 +408,7 @@ def main() -> int:
     print(f"\nend-to-end training ({source}):")
     if training is not None:
         sec = training["seconds"]
-        for name in ("naive", "fused", "torch"):
-            print(
-                f"  {name:6s} {sec[name]:8.3f} s  {sec['naive'] / sec[name]:6.2f}x vs naive  "
-                f"{sec[name] / sec['torch']:6.2f}x PyTorch's time  "
-                f"test accuracy {training['test_accuracy'][name]:.2%}  "
-                f"launches/step {training['launches_per_step'].get(name, '-')}"
-            )
+        print("\n".join("  " + line for line in training_lines(training)))
         print(
             f"  (the Q2BSTUDIO post's T4 figure: 21 s -> under 15 s, about 1.4x; "
             f"here {sec['naive'] / sec['fused']:.2f}x)"

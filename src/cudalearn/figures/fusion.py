@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-NAIVE, FUSED, TORCH = "#bbbbbb", "#3182bd", "#e6550d"
+NAIVE, FUSED, PREPARED, TORCH = "#bbbbbb", "#3182bd", "#08519c", "#e6550d"
 
 
 def digit_copies(data, originals: int = 5, per_row: int = 8):
@@ -99,8 +99,12 @@ def training_times(training: dict[str, Any], source: str):
     import matplotlib.pyplot as plt
 
     fig, (ax_t, ax_l) = plt.subplots(1, 2, figsize=(11, 3.4))
-    names = ["naive", "fused", "torch"]
-    ax_t.bar(names, [training["seconds"][n] for n in names], color=[NAIVE, FUSED, TORCH])
+    colours = {"naive": NAIVE, "fused": FUSED, "prepared": PREPARED, "torch": TORCH}
+    names = [n for n in colours if n in training["seconds"]]  # a run stored earlier has no 'prepared'
+    ax_t.bar(names, [training["seconds"][n] for n in names], color=[colours[n] for n in names])
+    for i, n in enumerate(names):  # every repeat, where the run has them: how much they agree
+        runs = training.get("runs", {}).get(n, [])
+        ax_t.plot([i] * len(runs), runs, "k.", markersize=4)
     ax_t.set_ylabel(f"seconds for {training['epochs']} epochs")
     ax_t.set_title(source, fontsize=8)
     for n in names:

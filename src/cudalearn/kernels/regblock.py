@@ -65,11 +65,11 @@ CONFIGS_1D = {
 }
 
 
-def _jit_bounded(threads):
-    """cuda.jit with launch bounds that cap registers at 128 a thread (nothing under the simulator)."""
+def _jit_bounded(threads, regs=MAX_REGISTERS):
+    """cuda.jit with launch bounds that cap registers at `regs` a thread (nothing under the simulator)."""
     if config.ENABLE_CUDASIM:  # the simulator's cuda.jit takes no launch bounds
         return cuda.jit
-    return cuda.jit(launch_bounds=(threads, max(1, 65536 // (threads * MAX_REGISTERS))))
+    return cuda.jit(launch_bounds=(threads, max(1, 65536 // (threads * regs))))
 
 
 def config_for(cc, *, simulator=False):
@@ -324,7 +324,7 @@ def make_regblock_2d_vec(BM, BN, BK, TM, TN):
     return regblock_2d_vec
 
 
-def make_regblock_2d_prefetch(BM, BN, BK, TM, TN):
+def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS):
     """make_regblock_2d_vec with the next tiles' global loads in flight during the FMAs, k unrolled by 4."""
     threads = _check_2d(BM, BN, BK, TM, TN, vec=True)
     if BK % 4:
@@ -335,7 +335,7 @@ def make_regblock_2d_prefetch(BM, BN, BK, TM, TN):
     outer_product = make_outer_product(TM, TN, RX, RY)
     store_block = make_store_block(TM, TN, RX, RY)
 
-    @_jit_bounded(threads)
+    @_jit_bounded(threads, regs)
     def regblock_2d_prefetch(A, B, C):
         """C = A @ B as regblock_2d_vec; two shared buffers, global loads one tile ahead; float32."""
         sAt = cuda.shared.array((2, BK, WIDTH), float32)  # tile s lives in buffer s % 2

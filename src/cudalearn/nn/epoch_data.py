@@ -29,6 +29,7 @@ class NumbaData:
         self.y_train_host, self.y_test_host = data.y_train, data.y_test
         self.X_epoch = cuda.device_array_like(self.X_train)
         self.y_epoch = cuda.device_array_like(self.y_train)
+        self._views: dict[tuple[int, int], tuple] = {}  # (s, batch): the views, made once
 
     def shuffle(self, perm: np.ndarray) -> None:
         """Gather the training rows in the order `perm` (int32) into the epoch buffers, on the device."""
@@ -37,8 +38,19 @@ class NumbaData:
         ew.gather[ew.launch_1d(self.n_train)](self.y_train, d_perm, self.y_epoch)
 
     def batch(self, s: int, batch: int):
-        """(X, y) of step s of the epoch: views of rows s*batch ... (s+1)*batch - 1."""
-        return self.X_epoch[s * batch : (s + 1) * batch], self.y_epoch[s * batch : (s + 1) * batch]
+        """(X, y) of step s of the epoch: views of rows s*batch ... (s+1)*batch - 1.
+
+        `shuffle` writes the epoch buffers in place, so each step's views are made once (slicing a
+        Numba device array costs tens of microseconds of host time) and are the same objects every
+        epoch: what lets `PreparedMLP` prepare its launches once per step of an epoch.
+        """
+        views = self._views.get((s, batch))
+        if views is None:
+            views = self._views[s, batch] = (
+                self.X_epoch[s * batch : (s + 1) * batch],
+                self.y_epoch[s * batch : (s + 1) * batch],
+            )
+        return views
 
     def losses(self, n: int):
         """A zeroed device buffer for n per-step losses."""

@@ -6,7 +6,7 @@ is the softmax cross-entropy averaged over the batch; training is plain
 mini-batch SGD. Weights W are (inputs, outputs), biases (outputs,), all
 float32, in the layout of `init_params`.
 
-Three implementations of exactly that math, with the same interface
+Four implementations of exactly that math, with the same interface
 (`step`, `logits`, `params`), so one training loop (`train`) drives them:
 
 * `NaiveMLP`: one thread per output, global memory only, one kernel per
@@ -15,6 +15,8 @@ Three implementations of exactly that math, with the same interface
   product, ReLU's gradient into the backward one, the bias gradient into
   the weight gradient, a pre-transposed copy of every W kept up to date by
   a fused SGD kernel;
+* `PreparedMLP`: `FusedMLP`'s kernels and step, each launch's host work
+  done once and replayed (`launch.prepared`);
 * `TorchMLP`: the same network in PyTorch (FP32, TF32 off), the reference.
 
 Each network's data lives on the device in its `data_class`
@@ -146,6 +148,12 @@ class _NumbaMLP:
         """[(W, b), ...] copied to the host."""
         return [(W.copy_to_host(), b.copy_to_host()) for W, b in zip(self.W, self.b, strict=True)]
 
+    def load_params(self, params) -> None:
+        """Copy [(W, b), ...] into the network's device arrays (a fresh start; the arrays stay the same)."""
+        for dW, db, (W, b) in zip(self.W, self.b, params, strict=True):
+            dW.copy_to_device(W)
+            db.copy_to_device(b)
+
     def logits(self, X) -> np.ndarray:
         """Logits (n, classes) of device rows X (n, d), computed `batch` rows at a time."""
         out = np.empty((X.shape[0], self.sizes[-1]), dtype=np.float32)
@@ -218,38 +226,119 @@ class FusedMLP(_NumbaMLP):
         self.k = linear.blocked(self.tiles)
         self.WT = [cuda.to_device(np.ascontiguousarray(W.T)) for W, _ in params]  # W.T, kept up to date
 
-    def forward(self, X):
-        """Logits of X (m, d), m <= batch: one fused kernel per layer (matmul, bias, ReLU)."""
+    def load_params(self, params) -> None:
+        """Copy [(W, b), ...] into the network's device arrays, W.T included (a fresh start, same arrays)."""
+        super().load_params(params)
+        for WT, (W, _) in zip(self.WT, params, strict=True):
+            WT.copy_to_device(np.ascontiguousarray(W.T))
+
+    def forward_launches(self, X) -> list:
+        """The launches of the forward pass on X (m, d), m <= batch: [(kernel, (grid, block), args)]."""
         m = X.shape[0]
+        out = []
         A_prev = X
         for layer in range(self.layers):
-            A = self.A[layer][:m]
+            A = self.A[layer] if m == self.batch else self.A[layer][:m]  # a slice costs host time
             relu = int(layer < self.layers - 1)
-            self.k["linear_forward"][self.tiles.launch(*A.shape)](
-                A_prev, self.W[layer], self.b[layer], A, relu
+            out.append(
+                (
+                    self.k["linear_forward"],
+                    self.tiles.launch(*A.shape),
+                    (A_prev, self.W[layer], self.b[layer], A, relu),
+                )
             )
             A_prev = A
-        return A_prev
+        return out
 
-    def step(self, X, y, losses, s: int) -> None:
-        """One SGD step on the batch (X (batch, d), y (batch,) int32); adds its loss to losses[s]."""
+    def forward(self, X):
+        """Logits of X (m, d), m <= batch: one fused kernel per layer (matmul, bias, ReLU)."""
+        for kernel, config, args in self.forward_launches(X):
+            kernel[config](*args)
+        return args[3]
+
+    def step_launches(self, X, y, losses, s: int) -> list:
+        """The launches of one SGD step, in order: [(kernel, (grid, block), args)]; `step` runs them.
+
+        The loss kernel's step index `s` is its argument LOSS_STEP_ARG.
+        """
         L, k, tiles = self.layers, self.k, self.tiles
-        logits = self.forward(X)
-        ew.softmax_xent[ew.launch_1d(self.batch)](logits, y, self.dZ[L - 1], losses, s, self.inv_batch)
+        out = self.forward_launches(X)
+        logits = out[-1][2][3]
+        out.append(
+            (
+                ew.softmax_xent,
+                ew.launch_1d(self.batch),
+                (logits, y, self.dZ[L - 1], losses, s, self.inv_batch),
+            )
+        )
         for layer in range(L - 1, -1, -1):
             A_prev = X if layer == 0 else self.A[layer - 1]
             dZ, W = self.dZ[layer], self.W[layer]
             # dW = A_prev.T @ dZ and db = sum of dZ's rows, in one launch
-            k["linear_backward_weight"][tiles.launch(*W.shape)](A_prev, dZ, self.dW[layer], self.db[layer])
+            out.append(
+                (
+                    k["linear_backward_weight"],
+                    tiles.launch(*W.shape),
+                    (A_prev, dZ, self.dW[layer], self.db[layer]),
+                )
+            )
             if layer > 0:
                 # dZ_prev = (dZ @ W.T) * (A_prev > 0), reading the pre-transposed WT row by row
                 dZ_prev = self.dZ[layer - 1]
-                k["linear_backward_input"][tiles.launch(*dZ_prev.shape)](dZ, self.WT[layer], A_prev, dZ_prev)
+                out.append(
+                    (
+                        k["linear_backward_input"],
+                        tiles.launch(*dZ_prev.shape),
+                        (dZ, self.WT[layer], A_prev, dZ_prev),
+                    )
+                )
         for layer in range(L):
             W = self.W[layer]
-            k["sgd_transpose"][tiles.sgd_launch(*W.shape)](
-                W, self.dW[layer], self.WT[layer], self.b[layer], self.db[layer], self.lr
-            )
+            args = (W, self.dW[layer], self.WT[layer], self.b[layer], self.db[layer], self.lr)
+            out.append((k["sgd_transpose"], tiles.sgd_launch(*W.shape), args))
+        return out
+
+    #: Where the step index is among `ew.softmax_xent`'s arguments (logits, y, dZ, losses, s, inv_batch).
+    LOSS_STEP_ARG = 4
+
+    def step(self, X, y, losses, s: int) -> None:
+        """One SGD step on the batch (X (batch, d), y (batch,) int32); adds its loss to losses[s]."""
+        for kernel, config, args in self.step_launches(X, y, losses, s):
+            kernel[config](*args)
+
+
+class PreparedMLP(FusedMLP):
+    """FusedMLP's kernels and steps, each launch's host work done once (`launch.prepared`) (Chapter 5).
+
+    A plain launch types and packs every argument again at every call (tens of microseconds of
+    host time, more than these kernels take on the GPU at the chapter's sizes). Here the launches
+    of a step are prepared the first time that step's batch views are seen (`NumbaData.batch`
+    gives the same views every epoch) and replayed after that; only the loss kernel's step index
+    changes from step to step, set in place (`Prepared.set_scalar`). The activations, gradients
+    and weights are the same device arrays throughout, so the prepared launches stay valid.
+    """
+
+    name = "prepared"
+
+    def __init__(self, params, batch: int, lr: float, tiles: linear.Tiles | None = None):
+        super().__init__(params, batch, lr, tiles)
+        self._plans: dict[tuple[int, int, int], list] = {}  # (id X, id y, id losses): prepared launches
+
+    def step(self, X, y, losses, s: int) -> None:
+        """As FusedMLP.step, replaying the launches prepared for these X, y and losses arrays."""
+        key = (id(X), id(y), id(losses))  # each Prepared keeps its arrays alive: ids stay theirs
+        plan = self._plans.get(key)
+        if plan is None:
+            if X.shape[0] != self.batch:
+                raise ValueError(
+                    f"PreparedMLP steps take full batches of {self.batch} rows, got {X.shape[0]}"
+                )
+            launches = self.step_launches(X, y, losses, s)
+            plan = self._plans[key] = [launch.prepared(k, *config, *args) for k, config, args in launches]
+            self._loss = self.layers  # the loss launch follows the forward pass's
+        plan[self._loss].set_scalar(self.LOSS_STEP_ARG, s)
+        for prepared in plan:
+            prepared()
 
 
 def torch_model(params):
@@ -284,6 +373,17 @@ class TorchMLP:
         self.batch, self.lr = batch, lr
         self.model = torch_model(params)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=lr)
+
+    def load_params(self, params) -> None:
+        """Copy [(W, b), ...] into the model's layers (W as W.T), as `torch_model` does (a fresh start)."""
+        import torch
+
+        lins = [m for m in self.model if hasattr(m, "weight")]
+        with torch.no_grad():
+            for lin, (W, b) in zip(lins, params, strict=True):
+                lin.weight.copy_(torch.from_numpy(np.ascontiguousarray(W.T)))
+                lin.bias.copy_(torch.from_numpy(b))
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=self.lr)
 
     def step(self, X, y, losses, s: int) -> None:
         """One SGD step on the batch (X (batch, d), y (batch,) int64); stores its loss in losses[s]."""
