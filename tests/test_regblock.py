@@ -267,7 +267,9 @@ def test_compile_report_tries_every_ptxas_until_one_reads_the_ptx(tmp_path, monk
         toolchain.compile_report(TINY_PTX, (7, 5))
 
 
-@pytest.mark.parametrize("name", ["regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch"])
+@pytest.mark.parametrize(
+    "name", ["regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile"]
+)
 def test_thread_outputs_are_the_rows_and_columns_each_thread_reads(name):
     """Chapter 6's micro-tile picture: thread_outputs agrees with the traced shared reads of the kernel."""
     from cudalearn.trace import trace

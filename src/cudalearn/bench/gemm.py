@@ -6,7 +6,7 @@
 At N = cudalearn.size("ch6.bench_n"), every candidate is first checked against cuBLAS FP32, then
 all are timed in one `timing.measure` call (CUDA events, warm-up, median), recorded under
 `bench.gemm.N{N}` when CUDALEARN_RECORD is set (scripts/gpu_run.py sets it): Chapter 3's tiled
-kernel (if the package has it), the four register-blocked Numba kernels of Chapter 6, the Triton
+kernel (if the package has it), the five register-blocked Numba kernels of Chapter 6, the Triton
 matmul (FP32, TF32, FP16, if Triton is installed) and cuBLAS through PyTorch in FP32 (TF32 off),
 TF32, FP16 and BF16 (TF32 and BF16 only from sm_80 on). The last lines judge the chapter's goal
 with the numbers of this same run: the best Numba kernel at 85% or more of cuBLAS FP32, and
@@ -37,7 +37,13 @@ BASELINE = "cuBLAS FP32"
 GOAL = 0.85  # the best Numba kernel's speed as a fraction of cuBLAS FP32 (issue 17) ...
 RIVAL = "Triton FP32"  # ... and faster than Triton's FP32 matmul in the same run
 TILED = "tiled T=32 (Ch. 3)"
-NUMBA_STEPS = ("regblock_1d", "regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch")
+NUMBA_STEPS = (
+    "regblock_1d",
+    "regblock_2d_simple",
+    "regblock_2d_vec",
+    "regblock_2d_prefetch",
+    "regblock_2d_warptile",
+)
 NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "ComputeWorkloadAnalysis", "WarpStateStats")
 # Shared-memory counters whose names Chapter 4's tracer comparison already uses on an H200.
 NCU_METRICS = (

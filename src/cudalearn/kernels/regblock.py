@@ -13,7 +13,7 @@ become closure constants. A `cuda.local.array` of constant shape, indexed only w
 the loops over it are unrolled, lives in registers; index it with a run-time value and it goes to
 (slow) local memory.
 
-The four steps of the chapter, each a factory:
+The five steps of the chapter, each a factory:
 
 * `make_regblock_1d`: each thread computes TM elements of one column of C, so each value of B it
   reads from shared memory serves TM multiply-adds;
@@ -26,14 +26,19 @@ The four steps of the chapter, each a factory:
   load and store with no bounds check, and launch bounds cap registers at 128 a thread;
 * `make_regblock_2d_prefetch`: as `_vec`, plus two shared buffers and a register prefetch (the
   global loads of the next tiles are in flight during the multiply-adds of the current ones, one
-  barrier a tile) and the loop along k unrolled by four.
+  barrier a tile) and the loop along k unrolled by four;
+* `make_regblock_2d_warptile`: `_prefetch` with the threads laid out warp by warp: each warp owns
+  a WM x WN sub-tile of the block tile and its lanes a grid inside it (`make_layout`), so the
+  shared reads of one warp instruction cover fewer distinct rows and columns (the warp tiling of
+  Simon Boehm's "How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a Worklog").
 
 Their shared pieces are device functions the kernels inline: `make_load_tiles` (the guarded loads of
 a step along k, every tile of `_simple` and the edge tiles of `_vec`), `make_outer_product` (the step
-along k of the last two) and `make_store_block` (their epilogue).
+along k of the last three) and `make_store_block` (their epilogue).
 
-`CONFIGS` sizes the tiles for sm_80 and newer ('sm80+': A100, H100, H200), for sm_75 ('sm75': a
-T4) and for the simulator ('sim'); `config_for(cc)` picks one. What the compiler made of a kernel
+`CONFIGS` (and `CONFIGS_WARP` for the warp-tiled step) sizes the tiles for sm_80 and newer
+('sm80+': A100, H100, H200), for sm_75 ('sm75': a T4) and for the simulator ('sim'); `config_for(cc)`
+picks one. What the compiler made of a kernel
 (registers, occupancy, the machine instructions of its hot loop) is `cudalearn.toolchain`'s.
 """
 
@@ -55,6 +60,17 @@ CONFIGS = {
     "sm75": {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "TN": 4},
     # The simulator runs a Python thread per CUDA thread: 16x16 tiles of 16 threads of 4x4 outputs.
     "sim": {"BM": 16, "BN": 16, "BK": 4, "TM": 4, "TN": 4},
+}
+
+#: The warp-tiled kernel's tiles per target: the block and micro-tiles of CONFIGS, each warp owning a
+#: WM x WN sub-tile whose 32 lanes form a (WM / TM) x (WN / TN) grid; `regs` caps registers a thread.
+CONFIGS_WARP = {
+    # 8 warps of 32 x 64 outputs (lanes 4 x 8) in the 128 x 128 tile: steps 4's tiles, another layout.
+    "sm80+": {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "WM": 32, "WN": 64, "regs": 128},
+    # 4 warps of 32 x 32 outputs (lanes 4 x 8) in the T4's 64 x 64 tile.
+    "sm75": {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "TN": 4, "WM": 32, "WN": 32, "regs": 128},
+    # one warp of 16 x 32 outputs: the smallest tile a whole warp of 4 x 4 micro-tiles fills.
+    "sim": {"BM": 16, "BN": 32, "BK": 4, "TM": 4, "TN": 4, "WM": 16, "WN": 32, "regs": 128},
 }
 
 #: The 1-D kernel's tiles (BM, BN, BK, TM) per target: TM outputs down one column per thread.
@@ -228,29 +244,33 @@ def make_regblock_2d_simple(BM, BN, BK, TM, TN):
 
 
 @cuda.jit(device=True, inline="always")
-def vec_offset(i, t, R):
-    """Offset in its block tile of a thread's i-th row (or column) in the last two kernels (Chapter 6).
+def vec_offset(i, first, R):
+    """Offset in its block tile of a thread's i-th row (or column) in the last three kernels (Chapter 6).
 
-    Thread index t along that direction, R threads along it: groups of four neighbours, the group of
-    thread t at 4 * t, the next group R * 4 further on, so a warp's groups are side by side.
+    Groups of four neighbours: the thread's first group starts at `first`, the next R * 4 further
+    on, where R threads share that direction (in `regblock_2d_vec`, thread t along it has its first
+    group at 4 * t, so a warp's groups are side by side; in the warp-tiled kernel R counts the lanes
+    of one warp along it).
     """
-    return (i // VEC) * R * VEC + t * VEC + i % VEC
+    return (i // VEC) * R * VEC + first + i % VEC
 
 
 def make_outer_product(TM, TN, RX, RY):
-    """The inner step of the last two kernels: TM + TN 128-bit-friendly shared reads, TM * TN FMAs (Ch. 6).
+    """The inner step of the last three kernels: TM + TN 128-bit-friendly shared reads, TM * TN FMAs (Ch. 6).
 
-    A device function, inlined into the kernel by Numba (`inline="always"`), so calling it four
-    times in a row unrolls the loop along k by hand.
+    (r0, c0) is the first row and column of the thread's outputs in the block tile, RY and RX the
+    threads whose groups of four interleave along each (`vec_offset`). A device function, inlined
+    into the kernel by Numba (`inline="always"`), so calling it four times in a row unrolls the
+    loop along k by hand.
     """
 
     @cuda.jit(device=True, inline="always")
-    def outer_product(sAt, sB, k, tx, ty, a, b, acc):
+    def outer_product(sAt, sB, k, c0, r0, a, b, acc):
         """acc += sAt[k, our rows] (outer) sB[k, our columns]; rows and columns four at a time."""
-        for i in range(TM):  # rows 4 * ty + (0..3), then RY * 4 further on: one 128-bit load each
-            a[i] = sAt[k, vec_offset(i, ty, RY)]
+        for i in range(TM):  # rows r0 + (0..3), then RY * 4 further on: one 128-bit load each
+            a[i] = sAt[k, vec_offset(i, r0, RY)]
         for j in range(TN):
-            b[j] = sB[k, vec_offset(j, tx, RX)]
+            b[j] = sB[k, vec_offset(j, c0, RX)]
         for i in range(TM):
             for j in range(TN):
                 acc[i, j] += a[i] * b[j]
@@ -259,16 +279,16 @@ def make_outer_product(TM, TN, RX, RY):
 
 
 def make_store_block(TM, TN, RX, RY):
-    """The last two kernels' epilogue: a thread's (TM, TN) accumulators into C, rows and columns as
+    """The last three kernels' epilogue: a thread's (TM, TN) accumulators into C, rows and columns as
     make_outer_product reads them; bounds checked only in blocks that are not `interior` (Chapter 6)."""
 
     @cuda.jit(device=True, inline="always")
-    def store_block(C, acc, row0, col0, tx, ty, interior):
+    def store_block(C, acc, row0, col0, c0, r0, interior):
         """C[our rows, our columns] = acc, skipping what lies outside C."""
         for i in range(TM):
-            r = row0 + vec_offset(i, ty, RY)
+            r = row0 + vec_offset(i, r0, RY)
             for j in range(TN):
-                c = col0 + vec_offset(j, tx, RX)
+                c = col0 + vec_offset(j, c0, RX)
                 if interior or (r < C.shape[0] and c < C.shape[1]):
                     C[r, c] = acc[i, j]
 
@@ -317,25 +337,61 @@ def make_regblock_2d_vec(BM, BN, BK, TM, TN):
                 load_tiles(A, B, sAt, sB, row0, col0, k0, t, M, N, K)
             cuda.syncthreads()
             for k in range(BK):
-                outer_product(sAt, sB, uint32(k), tx, ty, a, b, acc)
+                outer_product(sAt, sB, uint32(k), tx * VEC, ty * VEC, a, b, acc)
             cuda.syncthreads()
-        store_block(C, acc, row0, col0, tx, ty, interior)
+        store_block(C, acc, row0, col0, tx * VEC, ty * VEC, interior)
 
     return regblock_2d_vec
 
 
-def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS):
-    """make_regblock_2d_vec with the next tiles' global loads in flight during the FMAs, k unrolled by 4."""
+def make_layout(BM, BN, TM, TN, warp=None):
+    """(RX, RY, first): where each thread's outputs lie in the (BM, BN) block tile (Chapter 6).
+
+    `first(t)` is (c0, r0), thread t's first column and row; its TM rows and TN columns come in
+    groups of four from there, RY and RX threads' groups interleaving along each (`vec_offset`).
+    Without `warp`, the threads of the block form one (BM / TM) x (BN / TN) grid (`regblock_2d_vec`
+    and `_prefetch`). With `warp` = (WM, WN), each warp owns a WM x WN sub-tile of the block tile
+    and its 32 lanes form a (WM / TM) x (WN / TN) grid inside it (`regblock_2d_warptile`).
+    """
+    if warp is None:
+        RX, RY = BN // TN, BM // TM
+
+        def first(t):
+            """(c0, r0) of thread t: its place in the block's grid of threads, four outputs a place."""
+            return (t % RX) * VEC, (t // RX) * VEC
+
+        return RX, RY, first
+    WM, WN = warp
+    if BM % WM or BN % WN or WM % TM or WN % TN or (WM // TM) * (WN // TN) != 32:
+        raise ValueError(
+            f"warp tile {WM}x{WN} must divide the block tile {BM}x{BN} and hold 32 lanes of {TM}x{TN} outputs"
+        )
+    LX, LY, WX = WN // TN, WM // TM, BN // WN  # lanes along a warp tile's row and column, warps along a row
+
+    def first(t):
+        """(c0, r0) of thread t: its warp's sub-tile, then its lane's place inside it."""
+        w, lane = t // 32, t % 32
+        return (w % WX) * WN + (lane % LX) * VEC, (w // WX) * WM + (lane // LX) * VEC
+
+    return LX, LY, first
+
+
+def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS, warp=None):
+    """make_regblock_2d_vec with the next tiles' global loads in flight during the FMAs, k unrolled by 4.
+
+    With `warp` = (WM, WN) the threads are laid out warp by warp (`make_layout`): the kernel is
+    `regblock_2d_warptile`. `regs` caps the registers a thread (launch bounds).
+    """
     threads = _check_2d(BM, BN, BK, TM, TN, vec=True)
     if BK % 4:
         raise ValueError(f"BK={BK} must be a multiple of 4: the loop along k is unrolled by four")
-    RX, RY = BN // TN, BM // TM
+    RX, RY, first = make_layout(BM, BN, TM, TN, warp)
+    first_output = cuda.jit(device=True, inline="always")(first)
     A_STEP, A_LOADS, B_STEP, B_LOADS = _tile_passes(BM, BN, BK, threads)
     WIDTH = BM + VEC
     outer_product = make_outer_product(TM, TN, RX, RY)
     store_block = make_store_block(TM, TN, RX, RY)
 
-    @_jit_bounded(threads, regs)
     def regblock_2d_prefetch(A, B, C):
         """C = A @ B as regblock_2d_vec; two shared buffers, global loads one tile ahead; float32."""
         sAt = cuda.shared.array((2, BK, WIDTH), float32)  # tile s lives in buffer s % 2
@@ -348,8 +404,7 @@ def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS):
         t = int64(uint32(cuda.threadIdx.x))
         row0 = int64(uint32(cuda.blockIdx.y)) * BM
         col0 = int64(uint32(cuda.blockIdx.x)) * BN
-        tx = t % RX
-        ty = t // RX
+        c0, r0 = first_output(t)  # this thread's first output column and row in the tile
         ar, ac = t // BK, t % BK  # this thread's first element of an A tile
         br, bc = t // BN, t % BN  # ... and of a B tile
         M, N, K = C.shape[0], C.shape[1], A.shape[1]
@@ -379,10 +434,10 @@ def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS):
                 q = uint32((s - 1) % 2)
                 for k4 in range(BK // 4):
                     k = uint32(4 * k4)
-                    outer_product(sAt[q], sB[q], k, tx, ty, a, b, acc)
-                    outer_product(sAt[q], sB[q], k + 1, tx, ty, a, b, acc)
-                    outer_product(sAt[q], sB[q], k + 2, tx, ty, a, b, acc)
-                    outer_product(sAt[q], sB[q], k + 3, tx, ty, a, b, acc)
+                    outer_product(sAt[q], sB[q], k, c0, r0, a, b, acc)
+                    outer_product(sAt[q], sB[q], k + 1, c0, r0, a, b, acc)
+                    outer_product(sAt[q], sB[q], k + 2, c0, r0, a, b, acc)
+                    outer_product(sAt[q], sB[q], k + 3, c0, r0, a, b, acc)
             if s < tiles:  # tile s into the other buffer, which nobody reads during this step
                 q = uint32(s % 2)
                 for p in range(A_LOADS):
@@ -390,9 +445,11 @@ def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS):
                 for p in range(B_LOADS):
                     sB[q, br + p * B_STEP, bc] = pb[p]
             cuda.syncthreads()  # one barrier a tile: tile s is complete and tile s - 1 is read
-        store_block(C, acc, row0, col0, tx, ty, interior)
+        store_block(C, acc, row0, col0, c0, r0, interior)
 
-    return regblock_2d_prefetch
+    if warp is not None:  # the same code, named for what its layout is
+        regblock_2d_prefetch.__name__ = regblock_2d_prefetch.__qualname__ = "regblock_2d_warptile"
+    return _jit_bounded(threads, regs)(regblock_2d_prefetch)
 
 
 def threads_per_block(kernel_name, cfg):
@@ -411,16 +468,24 @@ def launch_config(kernel_name, cfg, m, n):
 def thread_outputs(kernel_name, cfg, t):
     """(rows, cols) of the block tile whose C elements thread t computes, for the 2-D kernels (Chapter 6).
 
-    regblock_2d_simple: a contiguous TM x TN block; the last two kernels: groups of four rows and four
-    columns spread by `vec_offset` (its Python function, so the picture follows the kernel's rule).
+    regblock_2d_simple: a contiguous TM x TN block; the last three kernels: groups of four rows and
+    four columns spread by `vec_offset` from `make_layout`'s first output (their Python functions,
+    so the picture follows the kernel's rule).
     """
-    RX, RY = cfg["BN"] // cfg["TN"], cfg["BM"] // cfg["TM"]
-    tx, ty = t % RX, t // RX
     if kernel_name == "regblock_2d_simple":
+        tx, ty = t % (cfg["BN"] // cfg["TN"]), t // (cfg["BN"] // cfg["TN"])
         rows = [ty * cfg["TM"] + i for i in range(cfg["TM"])]
         return rows, [tx * cfg["TN"] + j for j in range(cfg["TN"])]
+    warp = (cfg["WM"], cfg["WN"]) if kernel_name == "regblock_2d_warptile" else None
+    RX, RY, first = make_layout(cfg["BM"], cfg["BN"], cfg["TM"], cfg["TN"], warp)
+    c0, r0 = first(t)
     offset = vec_offset.py_func
-    return [offset(i, ty, RY) for i in range(cfg["TM"])], [offset(j, tx, RX) for j in range(cfg["TN"])]
+    return [offset(i, r0, RY) for i in range(cfg["TM"])], [offset(j, c0, RX) for j in range(cfg["TN"])]
+
+
+def make_regblock_2d_warptile(BM, BN, BK, TM, TN, WM, WN, regs=MAX_REGISTERS):
+    """make_regblock_2d_prefetch with each warp owning a WM x WN sub-tile of the block tile (Chapter 6)."""
+    return make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=regs, warp=(WM, WN))
 
 
 FACTORIES = {
@@ -428,16 +493,18 @@ FACTORIES = {
     "regblock_2d_simple": make_regblock_2d_simple,
     "regblock_2d_vec": make_regblock_2d_vec,
     "regblock_2d_prefetch": make_regblock_2d_prefetch,
+    "regblock_2d_warptile": make_regblock_2d_warptile,
 }
 
 
 def tiles(kernel_name, target):
     """The tile sizes of `kernel_name` for `target` ('sm80+', 'sm75' or 'sim'), as a dict (Chapter 6)."""
-    return (CONFIGS_1D if kernel_name == "regblock_1d" else CONFIGS)[target]
+    table = {"regblock_1d": CONFIGS_1D, "regblock_2d_warptile": CONFIGS_WARP}.get(kernel_name, CONFIGS)
+    return table[target]
 
 
 def build(target):
-    """{name: (kernel, tiles)} of the four steps with tiles for 'sm80+', 'sm75' or 'sim' (Chapter 6)."""
+    """{name: (kernel, tiles)} of the five steps with tiles for 'sm80+', 'sm75' or 'sim' (Chapter 6)."""
     return {name: (make(**tiles(name, target)), tiles(name, target)) for name, make in FACTORIES.items()}
 
 
@@ -448,6 +515,8 @@ regblock_2d_simple = make_regblock_2d_simple(**CONFIGS["sm80+"])
 regblock_2d_vec = make_regblock_2d_vec(**CONFIGS["sm80+"])
 regblock_2d_prefetch = make_regblock_2d_prefetch(**CONFIGS["sm80+"])
 regblock_2d_prefetch_t4 = make_regblock_2d_prefetch(**CONFIGS["sm75"])
+regblock_2d_warptile = make_regblock_2d_warptile(**CONFIGS_WARP["sm80+"])
+regblock_2d_warptile_t4 = make_regblock_2d_warptile(**CONFIGS_WARP["sm75"])
 
 SIGNATURES = dict.fromkeys(
     [
@@ -456,6 +525,8 @@ SIGNATURES = dict.fromkeys(
         "regblock_2d_vec",
         "regblock_2d_prefetch",
         "regblock_2d_prefetch_t4",
+        "regblock_2d_warptile",
+        "regblock_2d_warptile_t4",
     ],
     _SIG,
 )
