@@ -146,6 +146,9 @@ def test_prepared_steps_replay_their_launches_with_the_step_index_set_in_place(t
     got = losses.copy_to_host()
     assert np.all(got > 0), f"every step's loss in its own slot: {got}"
     checks.check_close(got, ref.copy_to_host(), name="losses of the prepared steps", rtol=1e-6)
+    again = dd.losses(2)  # a new run's buffer: the same plans, the loss launch repacked for it
+    net.step(*dd.batch(1, 16), again, 1)
+    assert len(net._plans) == 2 and again.copy_to_host()[1] > 0 and again.copy_to_host()[0] == 0
     net.load_params(params)  # a fresh start on the same arrays: the plans stay valid
     for (W, b), (W0, b0) in zip(net.params(), params, strict=True):
         np.testing.assert_array_equal(W, W0)
@@ -168,6 +171,13 @@ def test_a_prepared_launch_changes_only_number_arguments():
     np.testing.assert_array_equal(p, np.ones(4, np.float32) - 1.0 - 0.5)
     with pytest.raises(TypeError, match="argument 0 of sgd_update is not a number"):
         step.set_scalar(0, 1.0)
+    q = np.zeros(4, np.float32)
+    step.set_array(0, q)  # another array of the same type: the next launches update it
+    step()
+    np.testing.assert_array_equal(q, np.full(4, -0.5, np.float32))
+    assert step.arguments[0] is q
+    with pytest.raises(TypeError, match="argument 2 of sgd_update is not an array"):
+        step.set_array(2, q)
     with mlp.count_launches() as seen:
         step()
     assert seen.count == 1, "a prepared launch is counted once, as a plain one"

@@ -65,13 +65,15 @@ class Prepared:
     """A launch with its host work done once (`prepared`): call it to launch (Chapters 5, 9-10).
 
     `arguments` are the arguments it points at (kept alive with it); `set_scalar(i, value)` changes
-    number argument i for the launches that follow, without preparing the others again (Chapter
-    5's network passes the step's index to its loss kernel that way). Each call is counted by
-    `cudalearn.counting` as a launch of the kernel, as a plain launch is.
+    number argument i for the launches that follow, and `set_array(i, array)` array argument i,
+    without preparing the others again (Chapter 5's network passes the step's index and the loss
+    buffer to its loss kernel that way). Each call is counted by `cudalearn.counting` as a launch
+    of the kernel, as a plain launch is.
     """
 
-    def __init__(self, name: str, arguments: tuple, go, scalars: dict, *, counted: bool = True):
-        self.name, self.arguments, self._go, self._scalars = name, arguments, go, scalars
+    def __init__(self, name: str, arguments: list, go, scalars: dict, arrays: dict, *, counted: bool = True):
+        self.name, self.arguments, self._go = name, arguments, go
+        self._scalars, self._arrays = scalars, arrays
         self._counted = counted  # False where `go` is a plain launch, which counting sees itself
 
     def __call__(self) -> None:
@@ -90,6 +92,13 @@ class Prepared:
                 "after preparing (prepare a new launch for other arrays)"
             )
         self._scalars[position](value)
+
+    def set_array(self, position: int, array) -> None:
+        """Array argument `position` becomes `array` (a device array of its type) for the next launches."""
+        if position not in self._arrays:
+            raise TypeError(f"argument {position} of {self.name} is not an array")
+        self._arrays[position](cuda_view(array))
+        self.arguments[position] = array  # kept alive with the launch, as the others
 
 
 def prepared(kernel, griddim, blockdim, *args) -> Prepared:
@@ -115,18 +124,21 @@ def prepared(kernel, griddim, blockdim, *args) -> Prepared:
     from cudalearn.kernels.reductions import kernel_name
 
     name = kernel_name(kernel)
-    args = list(cuda_view(a) for a in args)
+    kept = list(args)  # what the caller passed, kept alive with the launch
+    args = [cuda_view(a) for a in args]
+    numbers = {i for i, a in enumerate(args) if isinstance(a, (int, float, np.number))}
     if device.mode() == "sim":
 
-        def setter(i):
+        def setter(i, convert):
             def set_value(value):
-                args[i] = type(args[i])(value)
+                args[i] = convert(value)
 
             return set_value
 
-        scalars = {i: setter(i) for i, a in enumerate(args) if isinstance(a, (int, float, np.number))}
+        scalars = {i: setter(i, type(args[i])) for i in numbers}
+        arrays = {i: setter(i, lambda a: a) for i in range(len(args)) if i not in numbers}
         go = lambda: run(kernel, griddim, blockdim, *args)  # noqa: E731
-        return Prepared(name, tuple(args), go, scalars, counted=False)
+        return Prepared(name, kept, go, scalars, arrays, counted=False)
     from cuda.core import LaunchConfig
     from cuda.core import launch as core_launch
     from numba.cuda.cudadrv.driver import _to_core_stream
@@ -135,17 +147,19 @@ def prepared(kernel, griddim, blockdim, *args) -> Prepared:
     griddim, blockdim = normalize_kernel_dimensions(griddim, blockdim)
     compiled = kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
     stream = _to_core_stream(0)
-    writeback, values, scalars = [], [], {}
+    writeback, values, scalars, arrays = [], [], {}, {}
     for i, (ty, value) in enumerate(zip(compiled.argument_types, args, strict=True)):
         first = len(values)
         compiled._prepare_args(ty, value, stream, writeback, values)
-        if isinstance(value, (int, float, np.number)) and len(values) == first + 1:
+        if i in numbers and len(values) == first + 1:
             cval = values[first]  # the ctypes number the launch passes: changed in place
 
             def set_value(v, cval=cval):
                 cval.value = v
 
             scalars[i] = set_value
+        elif i not in numbers:
+            arrays[i] = _array_setter(kernel, compiled, ty, stream, values, first, len(values))
     if writeback:
         raise TypeError(
             "launch.prepared needs device arrays: a host (NumPy) argument would be copied to the GPU and "
@@ -157,7 +171,20 @@ def prepared(kernel, griddim, blockdim, *args) -> Prepared:
     def launch_prepared():
         core_launch(stream, config, cu_kernel, *values)
 
-    return Prepared(name, tuple(args), launch_prepared, scalars)
+    return Prepared(name, kept, launch_prepared, scalars, arrays)
+
+
+def _array_setter(kernel, compiled, ty, stream, values, start: int, stop: int):
+    """A function that packs another array of type `ty` into values[start:stop] (`Prepared.set_array`)."""
+
+    def set_array(a):
+        if kernel.typeof_pyval(a) != ty:
+            raise TypeError(f"an argument of type {kernel.typeof_pyval(a)} where {ty} was prepared")
+        packed: list = []
+        compiled._prepare_args(ty, a, stream, [], packed)
+        values[start:stop] = packed  # as many values as before: the type is the same
+
+    return set_array
 
 
 def cuda_view(a):

@@ -259,7 +259,7 @@ class FusedMLP(_NumbaMLP):
     def step_launches(self, X, y, losses, s: int) -> list:
         """The launches of one SGD step, in order: [(kernel, (grid, block), args)]; `step` runs them.
 
-        The loss kernel's step index `s` is its argument LOSS_STEP_ARG.
+        The loss kernel's loss buffer and step index are its arguments LOSS_BUFFER_ARG and LOSS_STEP_ARG.
         """
         L, k, tiles = self.layers, self.k, self.tiles
         out = self.forward_launches(X)
@@ -298,8 +298,9 @@ class FusedMLP(_NumbaMLP):
             out.append((k["sgd_transpose"], tiles.sgd_launch(*W.shape), args))
         return out
 
-    #: Where the step index is among `ew.softmax_xent`'s arguments (logits, y, dZ, losses, s, inv_batch).
-    LOSS_STEP_ARG = 4
+    #: Where the loss buffer and the step index are among `ew.softmax_xent`'s arguments
+    #: (logits, y, dZ, losses, s, inv_batch).
+    LOSS_BUFFER_ARG, LOSS_STEP_ARG = 3, 4
 
     def step(self, X, y, losses, s: int) -> None:
         """One SGD step on the batch (X (batch, d), y (batch,) int32); adds its loss to losses[s]."""
@@ -313,20 +314,23 @@ class PreparedMLP(FusedMLP):
     A plain launch types and packs every argument again at every call (tens of microseconds of
     host time, more than these kernels take on the GPU at the chapter's sizes). Here the launches
     of a step are prepared the first time that step's batch views are seen (`NumbaData.batch`
-    gives the same views every epoch) and replayed after that; only the loss kernel's step index
-    changes from step to step, set in place (`Prepared.set_scalar`). The activations, gradients
-    and weights are the same device arrays throughout, so the prepared launches stay valid.
+    gives the same views every epoch) and replayed after that. Only the loss kernel's arguments
+    change between calls: the step index at every step (`Prepared.set_scalar`), and the loss
+    buffer when a new training run brings a new one (`Prepared.set_array`). The activations,
+    gradients and weights are the same device arrays throughout, so the prepared launches stay
+    valid.
     """
 
     name = "prepared"
 
     def __init__(self, params, batch: int, lr: float, tiles: linear.Tiles | None = None):
         super().__init__(params, batch, lr, tiles)
-        self._plans: dict[tuple[int, int, int], list] = {}  # (id X, id y, id losses): prepared launches
+        self._plans: dict[tuple[int, int], list] = {}  # (id X, id y): the step's prepared launches
+        self._loss = self.layers  # the loss launch comes right after the forward pass's launches
 
     def step(self, X, y, losses, s: int) -> None:
-        """As FusedMLP.step, replaying the launches prepared for these X, y and losses arrays."""
-        key = (id(X), id(y), id(losses))  # each Prepared keeps its arrays alive: ids stay theirs
+        """As FusedMLP.step, replaying the launches prepared for these X and y arrays."""
+        key = (id(X), id(y))  # each Prepared keeps its arrays alive, so these ids stay theirs
         plan = self._plans.get(key)
         if plan is None:
             if X.shape[0] != self.batch:
@@ -335,8 +339,10 @@ class PreparedMLP(FusedMLP):
                 )
             launches = self.step_launches(X, y, losses, s)
             plan = self._plans[key] = [launch.prepared(k, *config, *args) for k, config, args in launches]
-            self._loss = self.layers  # the loss launch follows the forward pass's
-        plan[self._loss].set_scalar(self.LOSS_STEP_ARG, s)
+        loss = plan[self._loss]
+        if loss.arguments[self.LOSS_BUFFER_ARG] is not losses:  # a new run's buffer: repack only it
+            loss.set_array(self.LOSS_BUFFER_ARG, losses)
+        loss.set_scalar(self.LOSS_STEP_ARG, s)
         for prepared in plan:
             prepared()
 
