@@ -169,7 +169,7 @@ def test_a_prepared_launch_changes_only_number_arguments():
     step.set_scalar(2, 0.25)
     step()
     np.testing.assert_array_equal(p, np.ones(4, np.float32) - 1.0 - 0.5)
-    with pytest.raises(TypeError, match="argument 0 of sgd_update is not a number"):
+    with pytest.raises(TypeError, match="argument 0 of sgd_update is not an int or float argument"):
         step.set_scalar(0, 1.0)
     q = np.zeros(4, np.float32)
     step.set_array(0, q)  # another array of the same type: the next launches update it
@@ -178,6 +178,8 @@ def test_a_prepared_launch_changes_only_number_arguments():
     assert step.arguments[0] is q
     with pytest.raises(TypeError, match="argument 2 of sgd_update is not an array"):
         step.set_array(2, q)
+    with pytest.raises(TypeError, match="True is not an int or a float"):
+        step.set_scalar(2, True)
     with mlp.count_launches() as seen:
         step()
     assert seen.count == 1, "a prepared launch is counted once, as a plain one"
@@ -206,7 +208,12 @@ def test_time_training_and_batch_sweep_run_and_are_json(tiny):
     assert figs["steps_per_epoch"] == 2 and len(figs["epoch_loss"]["fused"]) == 1
     assert all(len(figs["runs"][n]) == 2 and figs["spread"][n] >= 0 for n in names)
     assert figs["seconds"]["fused"] == float(np.median(figs["runs"]["fused"]))
-    assert figs["epoch_loss"]["prepared"] == figs["epoch_loss"]["fused"], "each repeat starts afresh"
+    checks.check_close(  # the same kernels from the same weights: the same losses, to atomics' order
+        np.array(figs["epoch_loss"]["prepared"]),
+        np.array(figs["epoch_loss"]["fused"]),
+        name="losses",
+        rtol=1e-5,
+    )
     json.dumps(figs)
     sweep = shallow_net.time_batch_sizes(tiny, sizes, [16], lr=0.3, steps=1, launches=2)
     assert len(sweep["fused_ms_per_step"]) == len(sweep["torch_ms_per_step"]) == 1 and sweep["launch_us"] > 0
@@ -223,21 +230,24 @@ def test_layer_candidates_agree_with_numpy():
 def test_goal_lines_never_hide_a_miss():
     agree = {"fused": 0.02, "prepared": 0.03, "torch": 0.05}
     seconds = {"naive": 9.0, "fused": 1.3, "prepared": 1.0, "torch": 1.5}  # issue 17: <= 0.8x PyTorch's
-    training = {"seconds": seconds, "spread": agree}
+    training = {"seconds": seconds, "spread": agree, "repeats": 3}
     lines = shallow_net.goal_lines(training, 4000.0, 4300.0, source="H200")  # and >= 90% of the copy
     assert lines[0].startswith("MET") and "6.92x" in lines[0]
     assert lines[1].startswith("MET") and "(prepared)" in lines[1] and "0.67x" in lines[1], lines[1]
-    assert "repeats within 5% of their median" in lines[1]
+    assert "3 repeats within 5% of their median" in lines[1]
     assert lines[2].startswith("MET") and lines[2].endswith("[H200]")
-    noisy = shallow_net.goal_lines({"seconds": seconds, "spread": {**agree, "torch": 0.15}}, None, None)
+    noisy = {"seconds": seconds, "spread": {**agree, "torch": 0.15}, "repeats": 3}
+    noisy = shallow_net.goal_lines(noisy, None, None)
     assert noisy[1].startswith("MISSED") and "within 15%" in noisy[1], "repeats that disagree: no verdict"
     once = shallow_net.goal_lines({"seconds": seconds}, None, None)[1]
-    assert once.startswith("MISSED") and "repeats not measured" in once, once
-    near = {"seconds": {"naive": 9.0, "fused": 1.3, "torch": 1.5}, "spread": agree}
+    assert once.startswith("MISSED") and "fewer than 3 repeats" in once, once
+    two = shallow_net.goal_lines({"seconds": seconds, "spread": agree, "repeats": 2}, None, None)[1]
+    assert two.startswith("MISSED"), "two runs that agree are not enough for a verdict"
+    near = {"seconds": {"naive": 9.0, "fused": 1.3, "torch": 1.5}, "spread": agree, "repeats": 3}
     near = shallow_net.goal_lines(near, 3800.0, 4300.0)
     assert "(fused)" in near[1], "without a prepared run the fused network is judged"
     assert [line.split()[0] for line in near[1:]] == ["MISSED", "MISSED"]  # 0.87x and 88%: close is a miss
-    slow = {"seconds": {"naive": 4.0, "fused": 2.0, "torch": 0.5}, "spread": agree}
+    slow = {"seconds": {"naive": 4.0, "fused": 2.0, "torch": 0.5}, "spread": agree, "repeats": 3}
     lines = shallow_net.goal_lines(slow, 2000.0, 4300.0)
     assert [line.split()[0] for line in lines] == ["MISSED", "MISSED", "MISSED"]
     assert all(line.startswith("NO DATA") for line in shallow_net.goal_lines(None, None, None))

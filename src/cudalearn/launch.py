@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from cudalearn import counting
+
 
 def blocks(n: int, per_block: int) -> int:
     """Blocks of `per_block` threads (or tiles) that cover n elements: the ceiling of n / per_block."""
@@ -77,20 +79,22 @@ class Prepared:
         self._counted = counted  # False where `go` is a plain launch, which counting sees itself
 
     def __call__(self) -> None:
-        if self._counted:
-            from cudalearn import counting
-
-            if counting.active():
-                counting.launched(self.name)
+        if self._counted and counting.active():
+            counting.launched(self.name)
         self._go()
 
     def set_scalar(self, position: int, value) -> None:
-        """Argument `position` (a number: an int or a float) becomes `value` for the next launches."""
+        """Argument `position` (an int or float, not a bool or float16) becomes `value` for the next launches.
+
+        The value is packed as a plain launch packs it (the argument's type, fixed when it was prepared).
+        """
         if position not in self._scalars:
             raise TypeError(
-                f"argument {position} of {self.name} is not a number: only number arguments can be changed "
-                "after preparing (prepare a new launch for other arrays)"
+                f"argument {position} of {self.name} is not an int or float argument: only those (and "
+                "arrays, with set_array) can be changed after preparing"
             )
+        if not _changeable_number(value):
+            raise TypeError(f"{value!r} is not an int or a float")
         self._scalars[position](value)
 
     def set_array(self, position: int, array) -> None:
@@ -126,17 +130,18 @@ def prepared(kernel, griddim, blockdim, *args) -> Prepared:
     name = kernel_name(kernel)
     kept = list(args)  # what the caller passed, kept alive with the launch
     args = [cuda_view(a) for a in args]
-    numbers = {i for i, a in enumerate(args) if isinstance(a, (int, float, np.number))}
+    numbers = {i for i, a in enumerate(args) if _changeable_number(a)}
+    held = {i for i, a in enumerate(args) if isinstance(a, (bool, np.bool_, np.number, int, float))} - numbers
     if device.mode() == "sim":
 
-        def setter(i, convert):
+        def setter(i):
             def set_value(value):
-                args[i] = convert(value)
+                args[i] = value
 
             return set_value
 
-        scalars = {i: setter(i, type(args[i])) for i in numbers}
-        arrays = {i: setter(i, lambda a: a) for i in range(len(args)) if i not in numbers}
+        scalars = {i: setter(i) for i in numbers}
+        arrays = {i: setter(i) for i in range(len(args)) if i not in numbers | held}
         go = lambda: run(kernel, griddim, blockdim, *args)  # noqa: E731
         return Prepared(name, kept, go, scalars, arrays, counted=False)
     from cuda.core import LaunchConfig
@@ -151,15 +156,9 @@ def prepared(kernel, griddim, blockdim, *args) -> Prepared:
     for i, (ty, value) in enumerate(zip(compiled.argument_types, args, strict=True)):
         first = len(values)
         compiled._prepare_args(ty, value, stream, writeback, values)
-        if i in numbers and len(values) == first + 1:
-            cval = values[first]  # the ctypes number the launch passes: changed in place
-
-            def set_value(v, cval=cval):
-                cval.value = v
-
-            scalars[i] = set_value
-        elif i not in numbers:
-            arrays[i] = _array_setter(kernel, compiled, ty, stream, values, first, len(values))
+        if i not in held:
+            setter = _repacker(kernel, compiled, ty, stream, values, first, len(values), number=i in numbers)
+            (scalars if i in numbers else arrays)[i] = setter
     if writeback:
         raise TypeError(
             "launch.prepared needs device arrays: a host (NumPy) argument would be copied to the GPU and "
@@ -174,17 +173,22 @@ def prepared(kernel, griddim, blockdim, *args) -> Prepared:
     return Prepared(name, kept, launch_prepared, scalars, arrays)
 
 
-def _array_setter(kernel, compiled, ty, stream, values, start: int, stop: int):
-    """A function that packs another array of type `ty` into values[start:stop] (`Prepared.set_array`)."""
+def _changeable_number(a) -> bool:
+    """Whether `a` is a number `Prepared.set_scalar` takes: an int or float, not a bool or float16."""
+    return isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, (bool, np.float16))
 
-    def set_array(a):
-        if kernel.typeof_pyval(a) != ty:
+
+def _repacker(kernel, compiled, ty, stream, values, start: int, stop: int, *, number: bool):
+    """A function that packs another value of type `ty` into values[start:stop], as a launch packs it."""
+
+    def repack(a):
+        if not number and kernel.typeof_pyval(a) != ty:
             raise TypeError(f"an argument of type {kernel.typeof_pyval(a)} where {ty} was prepared")
         packed: list = []
         compiled._prepare_args(ty, a, stream, [], packed)
         values[start:stop] = packed  # as many values as before: the type is the same
 
-    return set_array
+    return repack
 
 
 def cuda_view(a):

@@ -26,8 +26,10 @@ from cudalearn.sizes import size
 
 #: The networks `time_training` can time, by the names of its figures (classes of `cudalearn.nn.mlp`).
 IMPLEMENTATIONS = {"naive": "NaiveMLP", "fused": "FusedMLP", "prepared": "PreparedMLP", "torch": "TorchMLP"}
-#: Repeats of a timed training must agree within this share of their median for a verdict (issue 17).
+#: Repeats of a timed training must agree within this share of their median for a verdict (issue 17),
+#: and there must be at least MIN_REPEATS of them.
 AGREEMENT = 0.10
+MIN_REPEATS = 3
 
 
 def time_training(
@@ -50,9 +52,9 @@ def time_training(
     (`load_params`, the same device arrays): the GPU is synchronised,
     `epochs` epochs run, and the clock stops after a second synchronisation
     (one perf_counter interval: a whole training run is far longer than the
-    clock's resolution). Interleaving the rounds spreads any drift of the
-    machine over every implementation. No evaluation runs inside the timed
-    part. Returns JSON-ready figures: every run's seconds (`runs`), their
+    clock's resolution). Interleaving the rounds, each starting with the
+    next implementation, spreads any drift of the machine over all of them.
+    No evaluation runs inside the timed part. Returns JSON-ready figures: every run's seconds (`runs`), their
     median (`seconds`) and spread ((max - min) / median), the per-epoch
     losses and the test accuracy of the last run, and the kernel launches of
     one step of each Numba network.
@@ -90,8 +92,10 @@ def time_training(
             with mlp.count_launches() as launches, mlp.quiet_grids():
                 net.step(X, y, dd.losses(1), 0)
             out["launches_per_step"][name] = launches.count
-    for _ in range(repeats):
-        for name, net in nets.items():
+    order = list(nets)
+    for r in range(repeats):
+        for name in order[r % len(order) :] + order[: r % len(order)]:  # each round starts elsewhere
+            net = nets[name]
             dd = uploaded[net.data_class]
             net.load_params(params)  # the timed run starts from the initial weights again
             dd.synchronize()
@@ -314,28 +318,31 @@ def goal_lines(
     lines = []
     sec = (training or {}).get("seconds", {})
     spread = (training or {}).get("spread", {})
-    best = "prepared" if "prepared" in sec else "fused"  # the fastest way the course runs its kernels
+    # Chapter 5's network at its fastest: with its launches prepared once when the run timed that way
+    best = "prepared" if "prepared" in sec else "fused"
     if {"naive", "fused"} <= sec.keys():
         r = sec["naive"] / sec["fused"]
         ok = r >= GOALS["fused_vs_naive"]
         lines.append(
-            f"{'MET   ' if ok else 'MISSED'} optimised >= {GOALS['fused_vs_naive']:g}x faster than naive "
-            f"end to end: {r:.2f}x ({sec['naive']:.2f} s vs {sec['fused']:.2f} s)"
+            f"{'MET   ' if ok else 'MISSED'} optimised (fused) >= {GOALS['fused_vs_naive']:g}x faster than "
+            f"naive end to end: {r:.2f}x ({sec['naive']:.2f} s vs {sec['fused']:.2f} s)"
         )
     else:
         lines.append("NO DATA optimised vs naive end to end: no GPU training times in this run")
     if {best, "torch"} <= sec.keys():
         r = sec[best] / sec["torch"]
-        if {best, "torch"} <= spread.keys():
+        repeats = (training or {}).get("repeats", 1)
+        if {best, "torch"} <= spread.keys() and repeats >= MIN_REPEATS:
             worst = max(spread[best], spread["torch"])
             agree = worst <= AGREEMENT
-            repeats = f"repeats within {worst:.0%} of their median (<= {AGREEMENT:.0%} needed)"
+            how = f"{repeats} repeats within {worst:.0%} of their median (<= {AGREEMENT:.0%} needed)"
         else:
-            agree, repeats = False, "repeats not measured in this run: no verdict on one run"
+            agree = False
+            how = f"fewer than {MIN_REPEATS} repeats in this run, so they cannot show the ratio is stable"
         ok = r <= GOALS["fused_vs_torch"] and agree
         lines.append(
             f"{'MET   ' if ok else 'MISSED'} optimised ({best}) in <= {GOALS['fused_vs_torch']:g}x PyTorch's "
-            f"time: {r:.2f}x ({sec[best]:.2f} s vs {sec['torch']:.2f} s), {repeats}"
+            f"time: {r:.2f}x ({sec[best]:.2f} s vs {sec['torch']:.2f} s), {how}"
         )
     else:
         lines.append("NO DATA optimised vs PyTorch: no GPU training times in this run")

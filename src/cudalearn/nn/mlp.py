@@ -322,6 +322,9 @@ class PreparedMLP(FusedMLP):
     """
 
     name = "prepared"
+    #: Plans kept at most (a plan keeps its batch views, and so their data set, alive): an epoch's steps
+    #: fit many times over; a training run that brings a new data set starts the cache again.
+    MAX_PLANS = 1024
 
     def __init__(self, params, batch: int, lr: float, tiles: linear.Tiles | None = None):
         super().__init__(params, batch, lr, tiles)
@@ -338,6 +341,12 @@ class PreparedMLP(FusedMLP):
                     f"PreparedMLP steps take full batches of {self.batch} rows, got {X.shape[0]}"
                 )
             launches = self.step_launches(X, y, losses, s)
+            if launches[self._loss][0] is not ew.softmax_xent:  # the arguments set below are its own
+                raise RuntimeError(
+                    f"launch {self._loss} of a step is not the loss kernel: update PreparedMLP"
+                )
+            if len(self._plans) >= self.MAX_PLANS:  # views of another data set: forget the old ones
+                self._plans.clear()
             plan = self._plans[key] = [launch.prepared(k, *config, *args) for k, config, args in launches]
         loss = plan[self._loss]
         if loss.arguments[self.LOSS_BUFFER_ARG] is not losses:  # a new run's buffer: repack only it
