@@ -67,7 +67,7 @@ def test_the_choice_is_made_once_per_process(monkeypatch):
     monkeypatch.setattr(numba_backend, "mlir_installed", lambda: True)
     monkeypatch.setenv("CUDALEARN_NUMBA", "auto")
     first = numba_backend.choose("gpu")
-    assert first.package == MLIR and "installed, gpu mode" in first.reason
+    assert first.package == MLIR and "installed, and the mode is gpu" in first.reason
     monkeypatch.setenv("CUDALEARN_NUMBA", "numba-cuda")
     assert numba_backend.choose("gpu") is first and numba_backend.current() is first
 
@@ -228,7 +228,7 @@ def test_forced_numba_cuda_mlir_reaches_every_kernel_module_and_the_doctor(tmp_p
     assert mode == "compile numba-cuda-mlir" and modules == "{'numba_cuda_mlir.cuda'}"
     assert kinds == "numba_cuda_mlir.cuda False"
     text = "\n".join(report)
-    assert "kernel compiler:    numba-cuda-mlir (CUDALEARN_NUMBA=numba-cuda-mlir)" in text
+    assert "kernel compiler:    numba-cuda-mlir; CUDALEARN_NUMBA=numba-cuda-mlir" in text
     assert "[warning] the course's kernels are compiled by numba-cuda-mlir" in text
     assert "CUDALEARN_NUMBA=numba-cuda before cudalearn.setup()" in text
 

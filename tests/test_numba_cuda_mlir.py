@@ -66,7 +66,7 @@ def test_this_process_runs_numba_cuda_on_the_simulator():
     env = doctor.collect()
     assert env["cuda_backend"] == "numba-cuda (simulator)" and "numba-cuda-mlir" in env["versions"]
     assert env["cuda_backend_reason"] == "the simulator is numba-cuda's"
-    assert row("kernel compiler", "numba-cuda (simulator) (the simulator is numba-cuda's)") in doctor.report(
+    assert row("kernel compiler", "numba-cuda (simulator); the simulator is numba-cuda's") in doctor.report(
         env
     )
 
@@ -83,7 +83,7 @@ def test_no_numba_cuda_mlir_is_no_problem_and_reported_not_installed():
     assert doctor.diagnose(env) == []
     text = doctor.report(env)
     assert row("numba-cuda-mlir", "not installed") in text
-    assert row("kernel compiler", "numba-cuda (numba-cuda-mlir is not installed)") in text
+    assert row("kernel compiler", "numba-cuda; numba-cuda-mlir is not installed") in text
     assert toolchain.NUMBA_CUDA_MLIR_STATUS not in text
 
 
@@ -91,7 +91,7 @@ def test_numba_cuda_mlir_beside_numba_cuda_not_chosen_is_reported_with_what_work
     env = plant(mlir="0.6.0", reason="CUDALEARN_NUMBA=numba-cuda")
     assert doctor.diagnose(env) == []
     text = doctor.report(env)
-    assert row("numba-cuda-mlir", "0.6.0") in text and row("kernel compiler", "numba-cuda (CUDALEARN") in text
+    assert row("numba-cuda-mlir", "0.6.0") in text and row("kernel compiler", "numba-cuda; CUDALEARN") in text
     assert " ".join(text.split()).count(" ".join(toolchain.NUMBA_CUDA_MLIR_STATUS.split())) == 1
     assert "numba-cuda-mlir is installed, not used here" in text
 
@@ -104,14 +104,14 @@ def test_numba_cuda_mlir_without_numba_cuda_blocks_with_the_pin_as_fix():
 
 
 def test_numba_cuda_mlir_compiling_the_kernels_is_a_warning_that_says_why_what_works_and_how_back():
-    env = plant(mlir="0.6.0", backend="numba-cuda-mlir", reason="installed, gpu mode")
+    env = plant(mlir="0.6.0", backend="numba-cuda-mlir", reason="installed, and the mode is gpu")
     (problem,) = doctor.diagnose(env)
     assert not problem.blocking and "compiled by numba-cuda-mlir" in problem.title
-    assert "Chosen because: installed, gpu mode." in problem.detail
+    assert "Chosen because: installed, and the mode is gpu." in problem.detail
     assert toolchain.NUMBA_CUDA_MLIR_STATUS in problem.detail
     assert "CUDALEARN_NUMBA=numba-cuda before cudalearn.setup()" in problem.fix
     text = doctor.report(env)
-    assert row("kernel compiler", "numba-cuda-mlir (installed, gpu mode)") in text
+    assert row("kernel compiler", "numba-cuda-mlir; installed, and the mode is gpu") in text
     assert "[warning] the course's kernels are compiled by numba-cuda-mlir" in text
     assert "not used here" not in text
 

@@ -271,8 +271,7 @@ def _numba_cuda_mlir_problems(env: dict[str, Any]) -> list[Problem]:
                 "the course's kernels are compiled by numba-cuda-mlir, not the pinned numba-cuda",
                 (f"Chosen because: {why}. " if why else "")
                 + f"The course is written and checked for numba-cuda {PIN_NUMBA_CUDA}; a notebook's own "
-                "kernels (`from numba import cuda`) still are. "
-                + toolchain.NUMBA_CUDA_MLIR_STATUS,
+                "kernels (`from numba import cuda`) still are. " + toolchain.NUMBA_CUDA_MLIR_STATUS,
                 f"nothing to do to try it; to use numba-cuda: set {numba_backend.ENV}=numba-cuda before "
                 "cudalearn.setup() (restart the notebook's kernel first)",
             )
@@ -298,7 +297,7 @@ def report(env: dict[str, Any] | None = None) -> str:
     ]
     rows += [(name, ver or "not installed") for name, ver in env["versions"].items()]
     backend, why = env.get("cuda_backend"), env.get("cuda_backend_reason")
-    rows.append(("kernel compiler", (f"{backend} ({why})" if why else backend) or "not chosen yet"))
+    rows.append(("kernel compiler", (f"{backend}; {why}" if why else backend) or "not chosen yet"))
     lines = [f"{name + ':':<20}{value}" for name, value in rows]
     if env["versions"].get("numba-cuda-mlir") and backend != "numba-cuda-mlir":
         note = "numba-cuda-mlir is installed, not used here: " + toolchain.NUMBA_CUDA_MLIR_STATUS

@@ -113,7 +113,7 @@ def decide(mode: str, asked: str = "auto", installed: bool = False) -> Choice:
     if mode != "gpu":
         return Choice(NUMBA_CUDA, mode, f"{mode} mode uses numba-cuda unless {ENV}=numba-cuda-mlir")
     if installed:
-        return Choice(NUMBA_CUDA_MLIR, mode, f"installed, gpu mode ({ENV}=numba-cuda to use numba-cuda)")
+        return Choice(NUMBA_CUDA_MLIR, mode, f"installed, and the mode is gpu ({ENV}=numba-cuda to go back)")
     return Choice(NUMBA_CUDA, mode, "numba-cuda-mlir is not installed")
 
 
