@@ -42,9 +42,10 @@ NUMBA_CUDA_MLIR_STATUS = (
     "kernels (cudalearn.numba_backend; CUDALEARN_NUMBA=numba-cuda switches back). Checked without a GPU, "
     "to PTX for sm_75 and sm_90: the 54 kernels of the modules on that bridge all compile; regblock and "
     "softmax still import numba, so numba-cuda compiles theirs, and 4 of softmax's kernels, which call "
-    "the bridge's warp reductions, fail. With those two modules on the bridge, 64 of the 66 kernels "
-    "compile (regblock_2d_prefetch and regblock_2d_prefetch_t4 hit a compiler bug on a slice of a 3-D "
-    "shared array). None has run on a GPU yet (data/numba-cuda-mlir/compile-report.md)."
+    "the bridge's warp reductions, fail. With those two modules on the bridge, 64 of the 68 kernels "
+    "compile (regblock_2d_prefetch, regblock_2d_prefetch_t4, regblock_2d_warptile and "
+    "regblock_2d_warptile_t4 hit a compiler bug on a slice of a 3-D shared array). None has run on a "
+    "GPU yet (data/numba-cuda-mlir/compile-report.md)."
 )
 
 
