@@ -2,15 +2,22 @@
 
 numba-cuda-mlir (NVIDIA's successor of numba-cuda, import name `numba_cuda_mlir`) does not provide
 `numba.cuda`: its `cuda` module is `numba_cuda_mlir.cuda`, and it never imports numba. The course's
-kernels say `from numba import cuda, float32, ...`, so this script gives them a `numba` that
-numba-cuda-mlir fills, in two ways (`--bridge`; both by default, each a section of the report):
+kernel modules take `cuda` and numba's scalar types from `cudalearn.numba_backend`, which gives
+numba-cuda-mlir's in gpu mode when it is installed. This script forces that choice
+(`CUDALEARN_NUMBA=numba-cuda-mlir`, in the 'compile' mode: no GPU needed) and compiles, in two
+ways (`--bridge`; both by default, each a section of the report):
 
-* `shim`: a stand-in `numba` package whose every name (`cuda`, `float32`, `uint32`, `int64`,
-  `uint16`, `config`, `numba.cuda.libdevice`) comes from numba-cuda-mlir, as if the course's imports
-  were rewritten to `from numba_cuda_mlir import cuda` (the migration its README documents);
-  `config.ENABLE_CUDASIM` is added (0): numba-cuda-mlir's config has no simulator switch.
-* `alias`: the real numba (core) stays, only `numba.cuda` (and `numba.cuda.libdevice`) point at
-  numba-cuda-mlir; `float32` and friends are numba's own types.
+* `course`: the course as it is, through `cudalearn.numba_backend`. Each kernel is compiled by the
+  package its own `cuda` comes from (`numba_backend.cuda_of`): numba-cuda-mlir for the modules on
+  the bridge, numba-cuda for a module that still imports `numba` itself (the report names them).
+* `shim`: as `course`, and a module that still imports `numba` gets a stand-in `numba` package whose
+  every name (`cuda`, `float32`, `uint32`, `int64`, `config`, `numba.cuda.libdevice`) comes from
+  numba-cuda-mlir (`config.ENABLE_CUDASIM` is added, 0: its config has no simulator switch): every
+  kernel on numba-cuda-mlir, what the course gives once every module takes its names from the bridge.
+
+(An earlier run redirected only `numba.cuda` and kept numba 0.68's `float32`: 11 of the 66 kernels
+compiled, the others failed with "Untyped global name 'float32'", which is why the bridge gives the
+scalar types too.)
 
 Each kernel module found by `cudalearn.kernels.kernel_modules()` is compiled in a child process (a
 crash of the compiler costs one module, not the run), every kernel of its `SIGNATURES` with
@@ -18,12 +25,13 @@ crash of the compiler costs one module, not the run), every kernel of its `SIGNA
 numba-cuda-mlir 0.6.0's compile_ptx asks the CUDA driver for the current GPU's capability even when
 `cc` is given (`numba_cuda_mlir.tools.resolve_gpu_target`), so without a GPU the script presets its
 cache (`numba_cuda_mlir.tools._cached_cc`) to the target; on a GPU nothing is preset. When a ptxas is
-found (the nvidia-cuda-nvcc wheel), each PTX is also assembled for its target (`ptxas -arch=sm_XX`).
+found (the nvidia-cuda-nvcc wheel, Triton's copy), each PTX is also assembled for its target
+(`ptxas -arch=sm_XX`). Nothing here runs a kernel: `scripts/mlir_gpu_smoke.py` does, on a GPU.
 
-Run it from the repository root with a Python that has numba-cuda-mlir, never the course's .venv:
+Run it from the repository root with a Python that has numba-cuda-mlir beside numba-cuda:
 
     python3 -m venv /tmp/mlirvenv
-    /tmp/mlirvenv/bin/pip install "numba-cuda-mlir[cu12]==0.6.0" numba==0.68.1 numpy==2.4.6
+    /tmp/mlirvenv/bin/pip install "numba-cuda-mlir[cu12]==0.6.0" "numba-cuda[cu12]==0.30.4" numpy==2.4.6
     PYTHONPATH=src /tmp/mlirvenv/bin/python scripts/check_numba_cuda_mlir.py \\
         --out data/numba-cuda-mlir/compile-report.md --log data/numba-cuda-mlir/compile-log.txt
 
@@ -60,27 +68,28 @@ def _version(dist):
 
 
 def install_bridge(kind):
-    """Make `numba.cuda` (and, for 'shim', all of `numba`) resolve to numba-cuda-mlir in this process."""
-    from numba_cuda_mlir import cuda
+    """Force cudalearn.numba_backend to numba-cuda-mlir, compile mode; for 'shim', also replace `numba`."""
+    from cudalearn.device import MODE_ENV
+    from cudalearn.numba_backend import ENV, NUMBA_CUDA_MLIR
 
-    if kind == "alias":
-        import numba
+    os.environ[MODE_ENV], os.environ[ENV] = "compile", NUMBA_CUDA_MLIR
+    if kind == "shim":
+        from numba_cuda_mlir import cuda
 
-        numba.cuda = cuda
-        sys.modules["numba.cuda"] = cuda
-        sys.modules["numba.cuda.libdevice"] = cuda.libdevice
-        return
-    numba = types.ModuleType("numba")
-    numba.__path__ = []  # a package, so `from numba.cuda import libdevice` resolves through sys.modules
-    for name in dir(cuda):
-        if not name.startswith("_"):
-            setattr(numba, name, getattr(cuda, name))
-    config = types.ModuleType("numba.config")
-    config.__dict__.update({k: v for k, v in vars(cuda.config).items() if not k.startswith("__")})
-    config.ENABLE_CUDASIM = 0  # the course reads it; numba-cuda-mlir has no simulator
-    numba.config, numba.cuda = config, cuda
-    sys.modules.update({"numba": numba, "numba.cuda": cuda, "numba.cuda.libdevice": cuda.libdevice})
-    sys.modules["numba.config"] = config
+        numba = types.ModuleType("numba")
+        numba.__path__ = []  # a package, so `from numba.cuda import libdevice` resolves through sys.modules
+        for name in dir(cuda):
+            if not name.startswith("_"):
+                setattr(numba, name, getattr(cuda, name))
+        config = types.ModuleType("numba.config")
+        config.__dict__.update({k: v for k, v in vars(cuda.config).items() if not k.startswith("__")})
+        config.ENABLE_CUDASIM = 0  # the course reads it; numba-cuda-mlir has no simulator
+        numba.config, numba.cuda = config, cuda
+        sys.modules.update({"numba": numba, "numba.cuda": cuda, "numba.cuda.libdevice": cuda.libdevice})
+        sys.modules["numba.config"] = config
+    import cudalearn
+
+    cudalearn.setup("compile", quiet=True)
 
 
 def _first_line(exc):
@@ -136,19 +145,25 @@ def worker(module, bridge):
         print(json.dumps(out))
         return
     for name, sig in getattr(mod, "SIGNATURES", {}).items():
+        compiler = _compiler(getattr(mod, name))
         for cc in TARGETS:
             key = f"{module}.{name}@sm_{cc[0]}{cc[1]}"
             if not gpu:  # numba-cuda-mlir 0.6.0 asks the driver for the host's capability: tell it
                 tools._cached_cc = cc
             start = time.perf_counter()
             try:
-                ptx, _ = _compile(mod, name, sig, cc)
+                ptx = _compile(mod, name, sig, cc)
             except Exception as e:
-                out[key] = {"error": _first_line(e), "trace": traceback.format_exc()[-3000:]}
+                out[key] = {
+                    "error": _first_line(e),
+                    "trace": traceback.format_exc()[-3000:],
+                    "compiler": compiler,
+                }
                 continue
             target = next((line.split()[1] for line in ptx.splitlines() if line.startswith(".target")), "?")
             out[key] = {
                 "ok": True,
+                "compiler": compiler,
                 "seconds": round(time.perf_counter() - start, 2),
                 "ptx_lines": len(ptx.splitlines()),
                 "target": target,
@@ -157,11 +172,21 @@ def worker(module, bridge):
     print(json.dumps(out))
 
 
+def _compiler(kernel):
+    """'numba-cuda-mlir' or 'numba-cuda': the package whose `cuda` compiled `kernel`."""
+    from cudalearn import numba_backend
+
+    name = numba_backend.cuda_of(kernel).__name__
+    return numba_backend.NUMBA_CUDA_MLIR if name.startswith("numba_cuda_mlir") else numba_backend.NUMBA_CUDA
+
+
 def _compile(mod, name, sig, cc):
-    from numba import cuda
+    """The PTX of kernel `name` of `mod` for sm_<cc>, by the compile_ptx of the kernel's own package."""
+    from cudalearn import numba_backend
 
     kernel = getattr(mod, name)
-    return cuda.compile_ptx(getattr(kernel, "py_func", kernel), sig, cc=cc)
+    cuda = numba_backend.cuda_of(kernel)
+    return cuda.compile_ptx(getattr(kernel, "py_func", kernel), sig, cc=cc)[0]
 
 
 def run_all(modules, bridge, timeout):
@@ -186,13 +211,29 @@ def run_all(modules, bridge, timeout):
 
 
 BRIDGES = {
-    "shim": "every name of `numba` from numba-cuda-mlir (the course's imports rewritten to numba_cuda_mlir)",
-    "alias": "only `numba.cuda` from numba-cuda-mlir; `float32` and the other types from numba 0.68",
+    "course": "the course's imports as they are, `cudalearn.numba_backend` forced to numba-cuda-mlir",
+    "shim": "as `course`, and every name of `numba` from numba-cuda-mlir for the modules that import numba",
 }
 
 
-def section(results, bridge, seconds):
-    """One bridge's part of the report: counts, the failures grouped by cause, one row per kernel."""
+def direct_importers(modules):
+    """The kernel modules that import `numba` themselves, not through cudalearn.numba_backend."""
+    import importlib.util
+    import re
+
+    found = []
+    for module in modules:
+        source = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
+        if re.search(r"^\s*(from numba(\.cuda)? import|import numba\b)", source, re.M):
+            found.append(module)
+    return found
+
+
+def section(results, bridge, seconds, direct=()):
+    """One bridge's part of the report: counts, the failures grouped by cause, one row per kernel.
+
+    `direct`: the modules that import numba themselves (named in the `course` section).
+    """
     rows, kernels = [], {}
     for key, res in results.items():
         kernel, _, sm = key.rpartition("@") if "@" in key else (key, "", "all")
@@ -208,23 +249,37 @@ def section(results, bridge, seconds):
     def cell(res):
         if res is None:
             return "-"
+        by = "" if res.get("compiler", "numba-cuda-mlir") == "numba-cuda-mlir" else ", by numba-cuda"
         if res.get("ok"):
             extra = "" if res.get("ptxas") in (None, "skipped") else f"; ptxas: {res['ptxas']}"
-            return f"ok ({res['ptx_lines']} PTX lines{extra})"
-        return f"FAIL [{number[res['error']]}]"
+            return f"ok ({res['ptx_lines']} PTX lines{by}{extra})"
+        return f"FAIL [{number[res['error']]}]{by.replace(', ', ' ')}"
 
     for kernel, by_sm in sorted(kernels.items()):
         if "all" in by_sm:
             rows.append(f"| `{kernel}` | {cell(by_sm['all'])} | (same) |")
         else:
             rows.append(f"| `{kernel}` | {cell(by_sm.get('sm_75'))} | {cell(by_sm.get('sm_90'))} |")
+    by_mlir = sum(1 for r in results.values() if r.get("compiler") == "numba-cuda-mlir")
+    ok_mlir = sum(1 for r in results.values() if r.get("ok") and r.get("compiler") == "numba-cuda-mlir")
     head = [
         f"## Bridge `{bridge}`: {BRIDGES[bridge]}",
         "",
         f"**{ok} of {len(results)} compiles succeeded** ({len(kernels)} kernels x sm_75, sm_90, "
-        f"{seconds:.0f} s); {assembled} of them assembled by ptxas for their target.",
+        f"{seconds:.0f} s); {assembled} of them assembled by ptxas for their target. "
+        f"numba-cuda-mlir compiled {ok_mlir} of the {by_mlir} it was given"
+        + (f"; numba-cuda the other {len(results) - by_mlir}." if by_mlir < len(results) else "."),
         "",
     ]
+    if direct:
+        names = ", ".join(f"`{m}`" for m in direct)
+        head += [
+            f"Modules that import `numba` themselves, not `cudalearn.numba_backend`: {names}. Their "
+            "kernels are compiled by numba-cuda here, and any of them that calls a device function "
+            "of a module on the bridge (now a numba-cuda-mlir function) fails to type; the `shim` "
+            "section shows them on numba-cuda-mlir.",
+            "",
+        ]
     if causes:
         head += ["Failures by cause (compiles):", ""]
         head += [f"{number[c]}. {c.replace('|', '/')} ({n} compiles)" for c, n in causes.items()]
@@ -247,6 +302,8 @@ def header(bridges):
             "Versions: "
             + ", ".join(f"{d} {_version(d) or 'not installed'}" for d in dists)
             + f", python {platform.python_version()}.",
+            "",
+            "Compiled only: no kernel ran. `scripts/mlir_gpu_smoke.py` runs some of them on a GPU.",
             "",
         ]
     )
@@ -271,11 +328,14 @@ def main(argv=None):
     from cudalearn.kernels import kernel_modules
 
     modules = args.modules or kernel_modules()
+    direct = direct_importers(modules)
     text, log, everything = header(args.bridge), [], {}
     for bridge in args.bridge:
         start = time.perf_counter()
         results = everything[bridge] = run_all(modules, bridge, args.timeout)
-        text += "\n" + section(results, bridge, time.perf_counter() - start)
+        text += "\n" + section(
+            results, bridge, time.perf_counter() - start, direct if bridge == "course" else ()
+        )
         traced = set()  # one traceback per cause; the other kernels that hit it are listed
         for key, res in sorted(results.items()):
             if not res.get("ok") and res["error"] not in traced:

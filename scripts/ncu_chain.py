@@ -44,9 +44,8 @@ def cmd_launch() -> int:
     import cudalearn
 
     cudalearn.setup("gpu")
-    from numba import cuda
-
     from cudalearn.kernels import elementwise as ew
+    from cudalearn.numba_backend import cuda
 
     rows, cols = cudalearn.size("ch5.chain_rows"), cudalearn.size("ch5.chain_cols")
     Z, b, mask, s = ew.chain_inputs(rows, cols)

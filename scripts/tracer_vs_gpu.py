@@ -44,9 +44,8 @@ def main() -> int:
 
     if cudalearn.setup().mode != "gpu":
         sys.exit("this comparison needs a GPU (CUDALEARN_MODE=gpu)")
-    from numba import cuda
-
     from cudalearn.kernels import attention, reductions, softmax
+    from cudalearn.numba_backend import cuda
 
     rows: list[dict] = []
     case = {"name": ""}

@@ -80,12 +80,26 @@ def test_numba_cuda_imported_first_is_detected():
     assert r.stdout.startswith("sim") and "refused:" in r.stdout and "Restart the kernel" in r.stdout
 
 
-def test_a_kernels_module_imported_before_setup_without_a_gpu_is_refused_in_words():
+def test_a_kernels_module_imported_before_setup_chooses_the_mode_first():
+    if device._driver_device_count()[0]:
+        pytest.skip("this machine has a GPU: auto mode is gpu here")
+    r = _run(
+        """
+        import cudalearn.kernels.basics
+        import cudalearn
+        print(cudalearn.setup(quiet=True).mode, cudalearn.numba_backend.current().label)
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "sim numba-cuda (simulator)"  # the kernel's `cuda` asked numba_backend
+
+
+def test_numba_cuda_imported_before_setup_without_a_gpu_is_refused_in_words():
     if device._driver_device_count()[0]:
         pytest.skip("this machine has a GPU: the real target imported first is the right one")
     r = _run(
         """
-        import cudalearn.kernels.basics
+        from numba import cuda
         import cudalearn
         cudalearn.setup()
         """

@@ -1,7 +1,8 @@
-"""numba-cuda-mlir (issue 17): which package gives numba.cuda, and what the doctor says of numba-cuda-mlir.
+"""numba-cuda-mlir (issue 17): which compiler the toolchain reports, and what the doctor says of it.
 
 CI has no GPU and no numba-cuda-mlir: every environment here is planted (stand-in modules, a dict for
-the doctor); only the last tests read this process and the stored compile report.
+the doctor); only the last tests read this process and the stored compile report. The choice itself
+is tested in test_numba_backend.py.
 """
 
 import copy
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from test_doctor import GOOD
 
-from cudalearn import doctor, toolchain
+from cudalearn import doctor, numba_backend, toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "data" / "numba-cuda-mlir" / "compile-report.md"
@@ -29,6 +30,15 @@ def cuda_module(name, file, simulator=0):
     cuda.__file__ = file
     config = types.SimpleNamespace(ENABLE_CUDASIM=simulator)
     return {"numba.cuda": cuda, "numba.core.config": config}
+
+
+def test_backend_is_the_bridge_choice_once_made():
+    bridge = types.SimpleNamespace(current=lambda: numba_backend.decide("gpu", "auto", installed=True))
+    file = "/venv/lib/python3.11/site-packages/numba_cuda/numba/cuda/__init__.py"
+    modules = {"cudalearn.numba_backend": bridge, **cuda_module("numba.cuda", file)}
+    assert toolchain.numba_cuda_backend(modules) == "numba-cuda-mlir"  # a notebook's numba.cuda aside
+    bridge.current = lambda: None
+    assert toolchain.numba_cuda_backend(modules) == "numba-cuda"
 
 
 def test_backend_is_none_before_numba_cuda_is_imported():
@@ -55,61 +65,89 @@ def test_this_process_runs_numba_cuda_on_the_simulator():
     assert toolchain.numba_cuda_backend() == "numba-cuda (simulator)"
     env = doctor.collect()
     assert env["cuda_backend"] == "numba-cuda (simulator)" and "numba-cuda-mlir" in env["versions"]
-    assert row("numba.cuda from", "numba-cuda (simulator)") in doctor.report(env)
+    assert env["cuda_backend_reason"] == "the simulator is numba-cuda's"
+    assert row("kernel compiler", "numba-cuda (simulator); the simulator is numba-cuda's") in doctor.report(
+        env
+    )
 
 
-def plant(mlir=None, numba_cuda="0.30.4", backend="numba-cuda"):
+def plant(mlir=None, numba_cuda="0.30.4", backend="numba-cuda", reason=None):
     """test_doctor's good GPU environment with numba-cuda-mlir `mlir` (None: not installed) added."""
     env = copy.deepcopy(GOOD)
     env["versions"] |= {"numba-cuda": numba_cuda, "numba-cuda-mlir": mlir}
-    return {**env, "cuda_backend": backend}
+    return {**env, "cuda_backend": backend, "cuda_backend_reason": reason}
 
 
 def test_no_numba_cuda_mlir_is_no_problem_and_reported_not_installed():
-    env = plant()
+    env = plant(reason="numba-cuda-mlir is not installed")
     assert doctor.diagnose(env) == []
     text = doctor.report(env)
-    assert row("numba-cuda-mlir", "not installed") in text and row("numba.cuda from", "numba-cuda") in text
+    assert row("numba-cuda-mlir", "not installed") in text
+    assert row("kernel compiler", "numba-cuda; numba-cuda-mlir is not installed") in text
     assert toolchain.NUMBA_CUDA_MLIR_STATUS not in text
 
 
-def test_numba_cuda_mlir_beside_numba_cuda_is_reported_with_what_works_not_a_problem():
-    env = plant(mlir="0.6.0")
+def test_numba_cuda_mlir_beside_numba_cuda_not_chosen_is_reported_with_what_works_not_a_problem():
+    env = plant(mlir="0.6.0", reason="CUDALEARN_NUMBA=numba-cuda")
     assert doctor.diagnose(env) == []
     text = doctor.report(env)
-    assert row("numba-cuda-mlir", "0.6.0") in text
+    assert row("numba-cuda-mlir", "0.6.0") in text and row("kernel compiler", "numba-cuda; CUDALEARN") in text
     assert " ".join(text.split()).count(" ".join(toolchain.NUMBA_CUDA_MLIR_STATUS.split())) == 1
-    assert "Installed, not used by the course" in text
+    assert "numba-cuda-mlir is installed, not used here" in text
 
 
 def test_numba_cuda_mlir_without_numba_cuda_blocks_with_the_pin_as_fix():
     (problem,) = doctor.diagnose(plant(mlir="0.6.0", numba_cuda=None, backend=None))
     assert problem.blocking and "without numba-cuda" in problem.title
     assert f"numba-cuda[cu12]=={doctor.PIN_NUMBA_CUDA}" in problem.fix
-    assert row("numba.cuda from", "not imported yet") in doctor.report(plant(backend=None))
+    assert row("kernel compiler", "not chosen yet") in doctor.report(plant(backend=None))
 
 
-def test_numba_cuda_redirected_to_numba_cuda_mlir_is_a_warning_that_says_what_works():
-    env = plant(mlir="0.6.0", backend="numba-cuda-mlir")
+def test_numba_cuda_mlir_compiling_the_kernels_is_a_warning_that_says_why_what_works_and_how_back():
+    env = plant(mlir="0.6.0", backend="numba-cuda-mlir", reason="installed, and the mode is gpu")
     (problem,) = doctor.diagnose(env)
-    assert not problem.blocking and "numba-cuda-mlir" in problem.title
+    assert not problem.blocking and "compiled by numba-cuda-mlir" in problem.title
+    assert "Chosen because: installed, and the mode is gpu." in problem.detail
     assert toolchain.NUMBA_CUDA_MLIR_STATUS in problem.detail
+    assert "CUDALEARN_NUMBA=numba-cuda before cudalearn.setup()" in problem.fix
     text = doctor.report(env)
-    assert "[warning] numba.cuda comes from numba-cuda-mlir" in text and "not used by the course" not in text
+    assert row("kernel compiler", "numba-cuda-mlir; installed, and the mode is gpu") in text
+    assert "[warning] the course's kernels are compiled by numba-cuda-mlir" in text
+    assert "not used here" not in text
+
+
+def _sections(text):
+    """{bridge: (compiles ok, compiles, kernels, numba-cuda-mlir's ok, given to numba-cuda-mlir)}."""
+    pattern = (
+        r"## Bridge `(\w+)`.*?\*\*(\d+) of (\d+) compiles succeeded\*\* \((\d+) kernels.*?"
+        r"numba-cuda-mlir compiled (\d+) of the (\d+)"
+    )
+    return {m[0]: tuple(map(int, m[1:])) for m in re.findall(pattern, text, re.S)}
 
 
 def test_the_status_the_doctor_prints_is_the_stored_compile_report():
     text = REPORT.read_text()
     version = re.search(r"numba-cuda-mlir (\d+\.\d+\.\d+)", text).group(1)
-    (shim, total, kernels), (alias, _, _) = (
-        tuple(map(int, m))
-        for m in re.findall(r"\*\*(\d+) of (\d+) compiles succeeded\*\* \((\d+) kernels", text)
-    )
+    sections = _sections(text)
+    (ok, total, kernels, mlir_ok, mlir_given) = sections["course"]
     assert total == 2 * kernels, "every kernel compiled for sm_75 and sm_90"
     status = toolchain.NUMBA_CUDA_MLIR_STATUS
-    assert status.startswith(f"numba-cuda-mlir {version},")
-    assert f"{shim // 2} of the course's {kernels} kernels compile" in status and shim % 2 == 0
-    assert f"only numba.cuda redirected, {alias // 2} do" in status and alias % 2 == 0
-    shim_section = text.split("## Bridge `alias`")[0]
-    failing = set(re.findall(r"^\| `cudalearn\.kernels\.\w+\.(\w+)` \| FAIL", shim_section, re.M))
-    assert len(failing) == kernels - shim // 2 and all(name in status for name in failing), failing
+    assert status.startswith(f"numba-cuda-mlir {version} has no simulator")
+    assert (
+        mlir_ok == mlir_given
+        and f"the {mlir_ok // 2} kernels of the modules on that bridge all compile" in (status)
+    )
+    course = text.split("## Bridge `shim`")[0]
+    direct = re.search(r"themselves, not `cudalearn.numba_backend`: (.*?)\. Their", course).group(1)
+    for module in re.findall(r"`cudalearn\.kernels\.(\w+)`", direct):
+        assert f"{module}" in status
+    by_numba_cuda = set(
+        re.findall(r"^\| `cudalearn\.kernels\.\w+\.(\w+)` \| FAIL \[\d+\] by numba-cuda", course, re.M)
+    )
+    assert f"{len(by_numba_cuda)} of softmax's kernels" in status, by_numba_cuda
+    shim, shim_total, shim_kernels, _, _ = sections["shim"]
+    assert f"{shim // 2} of the {shim_kernels} kernels compile" in status and shim % 2 == 0
+    failing = set(
+        re.findall(r"^\| `cudalearn\.kernels\.\w+\.(\w+)` \| FAIL", text.split("## Bridge `shim`")[1], re.M)
+    )
+    assert len(failing) == shim_kernels - shim // 2 and all(name in status for name in failing), failing

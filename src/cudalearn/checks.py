@@ -266,9 +266,7 @@ def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any, float32_onl
     and back. An out-of-bounds access becomes an AssertionError that names
     the argument and the fix.
     """
-    from numba import cuda
-
-    from cudalearn import device, ptx
+    from cudalearn import device, numba_backend, ptx
 
     names = _arg_names(kernel, len(args))
     ptx.check_kernel(kernel, args, float32_only=float32_only, names=names)
@@ -288,7 +286,8 @@ def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any, float32_onl
         return host
     from cudalearn.guard import Guarded
 
-    bufs = {i: Guarded(a) for i, a in enumerate(args) if isinstance(a, np.ndarray)}
+    cuda = numba_backend.cuda_of(kernel) or numba_backend.cuda_module()  # its arrays: from its package
+    bufs = {i: Guarded(a, cuda) for i, a in enumerate(args) if isinstance(a, np.ndarray)}
     dev_args = [bufs[i].view if i in bufs else a for i, a in enumerate(args)]
     from numba.cuda.cudadrv.driver import CudaAPIError
 

@@ -3,7 +3,8 @@
 `observe()` counts, inside a `with` block, every launch of a Numba kernel
 (by name) and every `copy_to_host`, in both modes: on a GPU it wraps
 numba-cuda's `_Kernel.launch`, which every launch of a compiled kernel goes
-through, and `DeviceNDArrayBase.copy_to_host`; under the simulator, the
+through, and `DeviceNDArrayBase.copy_to_host` (and numba-cuda-mlir's launcher
+and arrays when it compiles the course's kernels); under the simulator, the
 simulated kernel's call (not device functions, not launches inside a kernel)
 and the simulated array's copy. Blocks nest: each sees what ran inside it.
 Chapter 5's network and checks (`nn.mlp.count_launches`,
@@ -13,7 +14,7 @@ launches and copies to the judge, all count through here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,46 +45,63 @@ def device_array_class() -> type:
     return DeviceNDArrayBase
 
 
-def _patch() -> None:
+def _targets() -> list[tuple[type, str, Callable[[Any], str | None], type]]:
+    """(kernel class, its launch method, kernel -> launched name or None, device array class) to wrap.
+
+    numba-cuda's simulator or GPU target, and numba-cuda-mlir's launcher and arrays when it compiles
+    the course's kernels (`cudalearn.numba_backend`; its `_ArgMarshaller.__call__` is what every
+    `kernel[grid, block](...)` of numba-cuda-mlir 0.6.0 calls).
+    """
     import sys
 
     from numba import config
 
+    from cudalearn import numba_backend
+
     if config.ENABLE_CUDASIM:
-        from numba.cuda.simulator.kernel import FakeCUDAKernel as kernels
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
 
-        sim = sys.modules[kernels.__module__]
-        attr = "__call__"
+        sim = sys.modules[FakeCUDAKernel.__module__]
 
-        def name_of(k: Any) -> str | None:
+        def simulated(k: Any) -> str | None:
             return None if k._device or sim._kernel_context is not None else k.fn.__name__
-    else:
-        from numba.cuda.dispatcher import _Kernel as kernels
 
-        attr = "launch"
+        return [(FakeCUDAKernel, "__call__", simulated, device_array_class())]
+    from numba.cuda.dispatcher import _Kernel
 
-        def name_of(k: Any) -> str | None:
-            return k.py_func.__name__
+    targets = [(_Kernel, "launch", lambda k: k.py_func.__name__, device_array_class())]
+    chosen = numba_backend.current()
+    if chosen is not None and chosen.package == numba_backend.NUMBA_CUDA_MLIR:
+        from numba_cuda_mlir.descriptor import _ArgMarshaller
+        from numba_cuda_mlir.numba_cuda.cudadrv.devicearray import DeviceNDArrayBase
 
-    launch = getattr(kernels, attr)
+        def configured(m: Any) -> str | None:
+            return getattr(getattr(m, "_dispatcher", None), "__name__", None)
 
-    def counted_launch(kernel: Any, *args: Any, **kwargs: Any) -> Any:
-        name = name_of(kernel)
-        if name is not None:
-            launched(str(name))
-        return launch(kernel, *args, **kwargs)
+        targets.append((_ArgMarshaller, "__call__", configured, DeviceNDArrayBase))
+    return targets
 
-    arrays = device_array_class()
-    copy = arrays.copy_to_host
 
-    def counted_copy(array: Any, *args: Any, **kwargs: Any) -> Any:
-        for seen in _active:
-            seen.copies += 1
-        return copy(array, *args, **kwargs)
+def _patch() -> None:
+    for kernels, attr, name_of, arrays in _targets():
+        launch = getattr(kernels, attr)
 
-    setattr(kernels, attr, counted_launch)
-    arrays.copy_to_host = counted_copy
-    _undo[:] = [(kernels, attr, launch), (arrays, "copy_to_host", copy)]
+        def counted_launch(kernel: Any, *args: Any, _launch=launch, _name_of=name_of, **kwargs: Any) -> Any:
+            name = _name_of(kernel)
+            if name is not None:
+                launched(str(name))
+            return _launch(kernel, *args, **kwargs)
+
+        copy = arrays.copy_to_host
+
+        def counted_copy(array: Any, *args: Any, _copy=copy, **kwargs: Any) -> Any:
+            for seen in _active:
+                seen.copies += 1
+            return _copy(array, *args, **kwargs)
+
+        setattr(kernels, attr, counted_launch)
+        arrays.copy_to_host = counted_copy
+        _undo.extend([(kernels, attr, launch), (arrays, "copy_to_host", copy)])
 
 
 def active() -> bool:

@@ -2,9 +2,12 @@
 
 Chapter 0 introduces it. `setup()` must run before `numba.cuda` is imported,
 because Numba reads `NUMBA_ENABLE_CUDASIM` once, at that import: every
-notebook's first cell calls `cudalearn.setup()`. Importing the package has no
-side effect; a kernels module imported before `setup()` on a machine without
-a GPU makes `setup()` raise `ModeError` saying so, never a driver error.
+notebook's first cell calls `cudalearn.setup()`. Right after the mode it fixes
+which Numba CUDA compiler the course's kernels use (`cudalearn.numba_backend`).
+Importing the package has no side effect; a kernels module imported before
+`setup()` runs a quiet `setup()` itself (it asks `numba_backend` for its names);
+`numba.cuda` imported before `setup()` on a machine without a GPU makes
+`setup()` raise `ModeError` saying so, never a driver error.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import contextlib
 import ctypes
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 MODES = ("gpu", "sim", "compile")  # 'compile': real CUDA target, no device needed (PTX tests)
 MODE_ENV = "CUDALEARN_MODE"
@@ -35,6 +38,7 @@ class RunInfo:
     memory_bytes: int | None = None
     reason: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    compiler: str = ""  # 'numba-cuda-mlir 0.6.0' when that compiles the kernels (numba_backend)
 
     def line(self) -> str:
         """One line that says the mode and the device, printed by `setup()`."""
@@ -47,7 +51,8 @@ class RunInfo:
                 parts.append(f"{self.sms} SMs")
             if self.memory_bytes:
                 parts.append(f"{self.memory_bytes / 2**30:.0f} GiB")
-            return "cudalearn: mode=gpu on " + ", ".join(parts) + "; timings are real GPU timings."
+            compiler = f"; kernels compiled by {self.compiler}" if self.compiler else ""
+            return "cudalearn: mode=gpu on " + ", ".join(parts) + compiler + "; timings are real GPU timings."
         if self.mode == "compile":
             return "cudalearn: mode=compile (real CUDA target, compiling to PTX only; nothing runs)."
         return (
@@ -148,9 +153,8 @@ def _decide(requested: str) -> tuple[str, str]:
     return "sim", why
 
 
-def _gpu_info() -> RunInfo:
-    from numba import cuda
-
+def _gpu_info(cuda) -> RunInfo:
+    """The device as `cuda` (numba.cuda or numba_cuda_mlir.cuda, the chosen compiler's) sees it."""
     dev = cuda.get_current_device()
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     free, total = cuda.current_context().get_memory_info()
@@ -182,8 +186,9 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> RunInfo:
             print(_INFO.line())
         return _INFO
     chosen, reason = _decide(requested)
-    from cudalearn import compat
+    from cudalearn import compat, numba_backend
 
+    compiler = numba_backend.choose(chosen)  # raises ModeError for a compiler this mode cannot have
     compat.apply()  # before any kernel compiles: numba-cuda 0.30 under numpy 2.5
     if chosen == "sim":
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -199,7 +204,11 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> RunInfo:
 
         info = RunInfo(mode="compile", device="none (compiling to PTX only)", reason=reason)
     else:
-        info = _gpu_info()
+        info = _gpu_info(numba_backend.cuda_module())
+        if compiler.package == numba_backend.NUMBA_CUDA_MLIR:
+            from importlib.metadata import version
+
+            info = replace(info, compiler=f"numba-cuda-mlir {version('numba-cuda-mlir')}")
     _INFO = info
     if not quiet:
         print(info.line())
@@ -220,7 +229,7 @@ def device_count() -> int:
     """How many CUDA devices this process can use; 0 under the simulator (Chapter 0)."""
     if mode() != "gpu":
         return 0
-    from numba import cuda
+    from cudalearn.numba_backend import cuda
 
     return len(cuda.gpus)
 

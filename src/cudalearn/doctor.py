@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distributions, version
 from typing import Any
 
-from cudalearn import compat, toolchain
+from cudalearn import compat, numba_backend, toolchain
 
 PACKAGES = (
     "numba",
@@ -131,6 +131,7 @@ def collect() -> dict[str, Any]:
     from cudalearn import device
 
     info = device.info()
+    chosen = numba_backend.current()
     names = {d.metadata["Name"].lower().replace("_", "-") for d in distributions() if d.metadata["Name"]}
     found = versions(PACKAGES)
     return {
@@ -154,6 +155,7 @@ def collect() -> dict[str, Any]:
         "on_colab": "google.colab" in sys.modules or package_version("google-colab") is not None,
         "compat": list(compat.APPLIED),
         "cuda_backend": toolchain.numba_cuda_backend(),
+        "cuda_backend_reason": chosen.reason if chosen else None,
     }
 
 
@@ -248,26 +250,30 @@ def diagnose(env: dict[str, Any]) -> list[Problem]:
 
 
 def _numba_cuda_mlir_problems(env: dict[str, Any]) -> list[Problem]:
-    """numba-cuda-mlir without numba-cuda, or giving numba.cuda: what the course cannot run on (Chapter 0)."""
+    """numba-cuda-mlir without numba-cuda, or compiling the course's kernels: what works then (Chapter 0)."""
     v = env.get("versions", {})
     if v.get("numba-cuda-mlir") and not v.get("numba-cuda"):
         return [
             Problem(
                 True,
                 f"numba-cuda-mlir {v['numba-cuda-mlir']} without numba-cuda",
-                "numba-cuda-mlir is imported as numba_cuda_mlir and provides no numba.cuda, which every "
-                "kernel of the course imports; the course runs on numba-cuda (and its simulator).",
+                "numba-cuda-mlir is imported as numba_cuda_mlir and provides no numba.cuda, which the "
+                "simulator, every notebook's own kernels and the sm_75 compile checks need; the course "
+                "runs on numba-cuda and uses numba-cuda-mlir beside it, in gpu mode.",
                 f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}" (numba-cuda-mlir can stay installed)',
             )
         ]
     if env.get("cuda_backend") == "numba-cuda-mlir":
+        why = env.get("cuda_backend_reason")
         return [
             Problem(
                 False,
-                "numba.cuda comes from numba-cuda-mlir here, not numba-cuda",
-                f"The course is written and checked for numba-cuda {PIN_NUMBA_CUDA}. "
-                + toolchain.NUMBA_CUDA_MLIR_STATUS,
-                f'restart without redirecting numba.cuda; pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}"',
+                "the course's kernels are compiled by numba-cuda-mlir, not the pinned numba-cuda",
+                (f"Chosen because: {why}. " if why else "")
+                + f"The course is written and checked for numba-cuda {PIN_NUMBA_CUDA}; a notebook's own "
+                "kernels (`from numba import cuda`) still are. " + toolchain.NUMBA_CUDA_MLIR_STATUS,
+                f"nothing to do to try it; to use numba-cuda: set {numba_backend.ENV}=numba-cuda before "
+                "cudalearn.setup() (restart the notebook's kernel first)",
             )
         ]
     return []
@@ -290,11 +296,11 @@ def report(env: dict[str, Any] | None = None) -> str:
         ("python", env.get("python")),
     ]
     rows += [(name, ver or "not installed") for name, ver in env["versions"].items()]
-    backend = env.get("cuda_backend")
-    rows.append(("numba.cuda from", backend or "not imported yet"))
+    backend, why = env.get("cuda_backend"), env.get("cuda_backend_reason")
+    rows.append(("kernel compiler", (f"{backend}; {why}" if why else backend) or "not chosen yet"))
     lines = [f"{name + ':':<20}{value}" for name, value in rows]
     if env["versions"].get("numba-cuda-mlir") and backend != "numba-cuda-mlir":
-        note = "Installed, not used by the course: " + toolchain.NUMBA_CUDA_MLIR_STATUS
+        note = "numba-cuda-mlir is installed, not used here: " + toolchain.NUMBA_CUDA_MLIR_STATUS
         lines += textwrap.wrap(
             note, 100, initial_indent=" " * 20, subsequent_indent=" " * 20, break_on_hyphens=False
         )

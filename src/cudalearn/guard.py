@@ -19,10 +19,15 @@ GUARD = 4096  # elements of random bytes on each side of an array
 
 
 class Guarded:
-    """A device copy of `host` between two guard zones: `view` for the kernel, then `overwritten()`."""
+    """A device copy of `host` between two guard zones: `view` for the kernel, then `overwritten()`.
 
-    def __init__(self, host: np.ndarray) -> None:
-        from numba import cuda
+    `cuda` is the package of the kernel that will get `view` (`numba_backend.cuda_of(kernel)`);
+    by default numba.cuda, which compiles a notebook's own kernels.
+    """
+
+    def __init__(self, host: np.ndarray, cuda=None) -> None:
+        if cuda is None:
+            from numba import cuda
 
         host = np.ascontiguousarray(host)
         flat = np.empty(host.size + 2 * GUARD, dtype=host.dtype)

@@ -73,9 +73,11 @@ class Prepared:
     of the kernel, as a plain launch is.
     """
 
-    def __init__(self, name: str, arguments: list, go, scalars: dict, arrays: dict, *, counted: bool = True):
+    def __init__(
+        self, name: str, arguments: list, go, scalars: dict, arrays: dict, cuda=None, *, counted: bool = True
+    ):
         self.name, self.arguments, self._go = name, arguments, go
-        self._scalars, self._arrays = scalars, arrays
+        self._scalars, self._arrays, self._cuda = scalars, arrays, cuda  # cuda: the kernel's package
         self._counted = counted  # False where `go` is a plain launch, which counting sees itself
 
     def __call__(self) -> None:
@@ -101,8 +103,14 @@ class Prepared:
         """Array argument `position` becomes `array` (a device array of its type) for the next launches."""
         if position not in self._arrays:
             raise TypeError(f"argument {position} of {self.name} is not an array")
-        self._arrays[position](cuda_view(array))
+        self._arrays[position](cuda_view(array, self._cuda))
         self.arguments[position] = array  # kept alive with the launch, as the others
+
+
+_HOST_ARRAY = (
+    "launch.prepared needs device arrays: a host (NumPy) argument would be copied to the GPU and "
+    "back at every call. Copy it once with cuda.to_device and pass the device array."
+)
 
 
 def prepared(kernel, griddim, blockdim, *args) -> Prepared:
@@ -122,17 +130,22 @@ def prepared(kernel, griddim, blockdim, *args) -> Prepared:
     by a new one is not followed; a number argument can be changed with `set_scalar`. No dynamic
     shared memory, cooperative launch or `debug=True` error check; it uses numba-cuda internals
     (`_prepare_args`, `_codelibrary`), checked against 0.30.4. Under the simulator it is
-    `run(kernel, griddim, blockdim, *args)`, with the same `set_scalar`.
+    `run(kernel, griddim, blockdim, *args)`, with the same `set_scalar` and `set_array`. For a
+    numba-cuda-mlir kernel (`cudalearn.numba_backend`) it is the configured launch
+    `kernel[griddim, blockdim]`, kept and called with these arguments, with the same setters:
+    numba-cuda-mlir's launcher does the host work in C++ and caches it per launch configuration
+    and argument types.
     """
-    from cudalearn import device
+    from cudalearn import device, numba_backend
     from cudalearn.kernels.reductions import kernel_name
 
     name = kernel_name(kernel)
+    cuda = numba_backend.cuda_of(kernel) or numba_backend.cuda_module()  # the kernel's own package
     kept = list(args)  # what the caller passed, kept alive with the launch
-    args = [cuda_view(a) for a in args]
+    args = [cuda_view(a, cuda) for a in args]
     numbers = {i for i, a in enumerate(args) if _changeable_number(a)}
     held = {i for i, a in enumerate(args) if isinstance(a, (bool, np.bool_, np.number, int, float))} - numbers
-    if device.mode() == "sim":
+    if device.mode() == "sim" or cuda.__name__.startswith("numba_cuda_mlir"):
 
         def setter(i):
             def set_value(value):
@@ -142,8 +155,14 @@ def prepared(kernel, griddim, blockdim, *args) -> Prepared:
 
         scalars = {i: setter(i) for i in numbers}
         arrays = {i: setter(i) for i in range(len(args)) if i not in numbers | held}
-        go = lambda: run(kernel, griddim, blockdim, *args)  # noqa: E731
-        return Prepared(name, kept, go, scalars, arrays, counted=False)
+        if device.mode() == "sim":
+            go = lambda: run(kernel, griddim, blockdim, *args)  # noqa: E731
+        else:
+            if any(isinstance(a, np.ndarray) for a in args):
+                raise TypeError(_HOST_ARRAY)
+            configured = kernel[griddim, blockdim]
+            go = lambda: configured(*args)  # noqa: E731
+        return Prepared(name, kept, go, scalars, arrays, cuda, counted=False)  # counting sees these
     from cuda.core import LaunchConfig
     from cuda.core import launch as core_launch
     from numba.cuda.cudadrv.driver import _to_core_stream
@@ -160,17 +179,14 @@ def prepared(kernel, griddim, blockdim, *args) -> Prepared:
             setter = _repacker(kernel, compiled, ty, stream, values, first, len(values), number=i in numbers)
             (scalars if i in numbers else arrays)[i] = setter
     if writeback:
-        raise TypeError(
-            "launch.prepared needs device arrays: a host (NumPy) argument would be copied to the GPU and "
-            "back at every call. Copy it once with cuda.to_device and pass the device array."
-        )
+        raise TypeError(_HOST_ARRAY)
     config = LaunchConfig(grid=griddim, block=blockdim, shmem_size=0)
     cu_kernel = compiled._codelibrary.get_cufunc().kernel
 
     def launch_prepared():
         core_launch(stream, config, cu_kernel, *values)
 
-    return Prepared(name, kept, launch_prepared, scalars, arrays)
+    return Prepared(name, kept, launch_prepared, scalars, arrays, cuda)
 
 
 def _changeable_number(a) -> bool:
@@ -191,17 +207,20 @@ def _repacker(kernel, compiled, ty, stream, values, start: int, stop: int, *, nu
     return repack
 
 
-def cuda_view(a):
+def cuda_view(a, cuda=None):
     """a as a Numba launch takes it, no copy: a CUDA tensor viewed, a CPU tensor's NumPy view (Ch. 9-10).
 
-    Any object with `__cuda_array_interface__` (a PyTorch CUDA tensor) becomes a Numba device
-    array over the same GPU memory; a PyTorch CPU tensor (under the simulator) its NumPy view of
-    the same memory; anything else is returned as it is.
+    Any object with `__cuda_array_interface__` (a PyTorch CUDA tensor, or a device array of the
+    other Numba package) becomes a device array of `cuda` (default: the course's compiler's,
+    `cudalearn.numba_backend`) over the same GPU memory; a PyTorch CPU tensor (under the simulator)
+    its NumPy view of the same memory; anything else is returned as it is.
     """
-    from numba import cuda
+    if cuda is None:
+        from cudalearn.numba_backend import cuda
 
     if getattr(a, "is_cuda", None) is False and hasattr(a, "numpy"):
         return a.numpy()
-    if hasattr(a, "__cuda_array_interface__") and not hasattr(a, "copy_to_host"):  # not a Numba array yet
-        return cuda.as_cuda_array(a)
+    same_package = type(a).__module__.partition(".")[0] == cuda.__name__.partition(".")[0]
+    if hasattr(a, "__cuda_array_interface__") and not (hasattr(a, "copy_to_host") and same_package):
+        return cuda.as_cuda_array(a)  # not a device array of this package yet
     return a

@@ -47,7 +47,7 @@ class StoredFiguresError(ValueError):
 def run_header() -> dict[str, Any]:
     """Device, date and versions of this process, as stored with every reference file (Chapter 0)."""
     import cudalearn
-    from cudalearn import device, doctor
+    from cudalearn import device, doctor, numba_backend
 
     info = device.info()
     head: dict[str, Any] = {
@@ -66,6 +66,9 @@ def run_header() -> dict[str, Any]:
     }
     if info.mode == "gpu":
         head["versions"]["cuda_driver"] = doctor.driver_version() or "unknown"
+    chosen = numba_backend.current()
+    if chosen is not None and chosen.package == numba_backend.NUMBA_CUDA_MLIR:  # not merged with numba-cuda's
+        head["versions"]["numba-cuda-mlir"] = doctor.package_version("numba-cuda-mlir") or "unknown"
     return head
 
 

@@ -82,10 +82,11 @@ def _refuse_sim(what: str) -> None:
 
 
 def synchronize() -> None:
-    """Wait for all GPU work of Numba and of PyTorch to finish (Chapter 0)."""
-    from numba import cuda
+    """Wait for all GPU work of Numba (numba-cuda, numba-cuda-mlir) and of PyTorch to finish (Chapter 0)."""
+    from cudalearn import numba_backend
 
-    cuda.synchronize()
+    numba_backend.cuda_module()  # the course's compiler: imported, so that it is synchronised too
+    numba_backend.synchronize()
     try:
         import torch
     except ImportError:
@@ -95,8 +96,13 @@ def synchronize() -> None:
 
 
 def _event_ms(fn: Callable[[], Any], launches: int) -> float:
-    """Milliseconds between two CUDA events around `launches` back-to-back calls of `fn`."""
-    from numba import cuda
+    """Milliseconds between two CUDA events around `launches` back-to-back calls of `fn`.
+
+    The events are the course's compiler's (`cudalearn.numba_backend`), recorded on the legacy
+    default stream of the device's primary context, where numba-cuda and PyTorch launch unless told
+    otherwise; that numba-cuda-mlir's launches land there too is what scripts/mlir_gpu_smoke.py checks.
+    """
+    from cudalearn.numba_backend import cuda
 
     start, end = cuda.event(), cuda.event()
     fn()  # queued first: the clock starts when the GPU finishes it, with the next calls already issued

@@ -2,8 +2,9 @@
 
 The one home of the course's toolchain code:
 
-* `numba_cuda_backend`: which package gave `numba.cuda` (numba-cuda, its simulator, or numba-cuda-mlir),
-  and `NUMBA_CUDA_MLIR_STATUS`, what numba-cuda-mlir does with the course (the doctor prints both);
+* `numba_cuda_backend`: which Numba CUDA compiler builds the course's kernels (numba-cuda, its
+  simulator, or numba-cuda-mlir: `cudalearn.numba_backend` chooses), and `NUMBA_CUDA_MLIR_STATUS`,
+  what numba-cuda-mlir does with the course (the doctor prints both);
 * `tool_paths` / `find_tool`: where ptxas and cuobjdump are (NVIDIA's wheels, Triton's copy, PATH);
 * `compile_report`: `ptxas -v` figures (registers, spills, shared memory) and the SASS instruction
   mix (`instruction_mix`) of PTX compiled for one GPU; `sass_opcodes`: its SASS opcodes in program
@@ -37,22 +38,31 @@ from pathlib import Path
 #: What numba-cuda-mlir, numba-cuda's successor, does with the course: measured by
 #: scripts/check_numba_cuda_mlir.py (data/numba-cuda-mlir/compile-report.md); the doctor prints it.
 NUMBA_CUDA_MLIR_STATUS = (
-    "numba-cuda-mlir 0.6.0, checked without a GPU, provides numba_cuda_mlir.cuda, not numba.cuda, "
-    "and has no simulator. With every numba name the kernels use taken from numba_cuda_mlir, 64 of "
-    "the course's 66 kernels compile to PTX for sm_75 and sm_90 (regblock_2d_prefetch and "
-    "regblock_2d_prefetch_t4 hit a compiler bug); with only numba.cuda redirected, 11 do (numba's "
-    "float32 is untyped there). None has run on a GPU yet (data/numba-cuda-mlir/compile-report.md)."
+    "numba-cuda-mlir 0.6.0 has no simulator; in gpu mode, when it is installed, it compiles the course's "
+    "kernels (cudalearn.numba_backend; CUDALEARN_NUMBA=numba-cuda switches back). Checked without a GPU, "
+    "to PTX for sm_75 and sm_90: the 54 kernels of the modules on that bridge all compile; regblock and "
+    "softmax still import numba, so numba-cuda compiles theirs, and 4 of softmax's kernels, which call "
+    "the bridge's warp reductions, fail. With those two modules on the bridge, 64 of the 68 kernels "
+    "compile (regblock_2d_prefetch, regblock_2d_prefetch_t4, regblock_2d_warptile and "
+    "regblock_2d_warptile_t4 hit a compiler bug on a slice of a 3-D shared array). None has run on a "
+    "GPU yet (data/numba-cuda-mlir/compile-report.md)."
 )
 
 
 def numba_cuda_backend(modules=None):
-    """Which package gave this process `numba.cuda`; None while it is not imported (never imports it).
+    """Which Numba CUDA compiler builds the course's kernels here; None before any is chosen or imported.
 
-    'numba-cuda', 'numba-cuda (simulator)', or 'numba-cuda-mlir' when `numba.cuda` is
-    `numba_cuda_mlir.cuda` (numba-cuda-mlir installs no `numba.cuda` of its own: something redirected
-    it). `modules` stands for sys.modules (a test plants one). Chapter 0's doctor reports it.
+    'numba-cuda', 'numba-cuda (simulator)' or 'numba-cuda-mlir': the choice of
+    `cudalearn.numba_backend` once made (`cudalearn.setup()` makes it); before that, the package that
+    gave an imported `numba.cuda` ('numba-cuda-mlir' when something redirected it to
+    numba_cuda_mlir.cuda). Never imports or chooses anything. `modules` stands for sys.modules (a
+    test plants one). Chapter 0's doctor reports it.
     """
     modules = sys.modules if modules is None else modules
+    bridge = modules.get("cudalearn.numba_backend")
+    chosen = bridge.current() if bridge is not None else None
+    if chosen is not None:
+        return chosen.label
     cuda = modules.get("numba.cuda")
     if cuda is None:
         return None
@@ -206,21 +216,26 @@ def resources(kernel, threads):
 
     `kernel` must have run (or been compiled) for exactly one signature; `threads` is its block size.
     The figures come from the CUDA driver, as `nvcc -Xptxas -v` would print them at build time, and
-    from its occupancy calculator. Chapter 6.
+    from its occupancy calculator. A kernel of either numba-cuda or numba-cuda-mlir. Chapter 6.
     """
-    from numba import cuda
+    from cudalearn import numba_backend
 
+    cuda = numba_backend.cuda_of(kernel)
     ov = next(iter(kernel.overloads.values()))
     dev = cuda.get_current_device()
     sms = dev.MULTIPROCESSOR_COUNT
+    ensure = getattr(ov, "_ensure_kernel_attrs", None)
+    if ensure is not None:  # numba-cuda-mlir 0.6.0 asks the driver for the figures on first use
+        ensure()
     blocks = ov.max_cooperative_grid_blocks(threads) // sms
+    regs, local, shared = ov.regs_per_thread, ov.local_mem_per_thread, ov.shared_mem_per_block
     max_warps = dev.MAX_THREADS_PER_MULTIPROCESSOR // 32
     warps = blocks * ((threads + 31) // 32)
     return {
         "threads_per_block": threads,
-        "registers_per_thread": ov.regs_per_thread,
-        "local_bytes_per_thread": ov.local_mem_per_thread,
-        "shared_bytes_per_block": ov.shared_mem_per_block,
+        "registers_per_thread": regs,
+        "local_bytes_per_thread": local,
+        "shared_bytes_per_block": shared,
         "blocks_per_sm": blocks,
         "warps_per_sm": warps,
         "occupancy": warps / max_warps,

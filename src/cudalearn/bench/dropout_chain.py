@@ -46,7 +46,6 @@ def chain_candidates(rows, cols, p=0.1, seed=0, block=None):
     """
     import numpy as np
     import torch
-    from numba import cuda
 
     from cudalearn.device import torch_device
     from cudalearn.kernels.elementwise import (
@@ -64,6 +63,7 @@ def chain_candidates(rows, cols, p=0.1, seed=0, block=None):
         launch_pairs,
         pair_views,
     )
+    from cudalearn.numba_backend import cuda
     from cudalearn.sizes import size
 
     Z, b, mask, s = chain_inputs(rows, cols, p, seed)

@@ -27,13 +27,13 @@ def layer_candidates(m: int, k: int, n: int, seed: int = 0) -> dict[str, Any]:
     candidate once and raises AssertionError when one disagrees with NumPy.
     """
     import torch
-    from numba import cuda
 
     from cudalearn import checks, device
     from cudalearn.kernels import elementwise as ew
     from cudalearn.kernels import linear
     from cudalearn.kernels.matmul import matmul_naive
     from cudalearn.nn import epoch_data
+    from cudalearn.numba_backend import cuda
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((m, k), dtype=np.float32)

@@ -248,9 +248,9 @@ def ncu_child(n: int) -> int:
     """Launch each Numba kernel and cuBLAS FP32 once at size n (what ncu profiles); no checks, no timing."""
     import numpy as np
     import torch
-    from numba import cuda
 
     from cudalearn import precision
+    from cudalearn.numba_backend import cuda
 
     rng = np.random.default_rng(0)
     A = rng.standard_normal((n, n), dtype=np.float32)

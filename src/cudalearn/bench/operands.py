@@ -25,9 +25,9 @@ def matmul_operands(n: int, seed: int = 0) -> MatmulOperands:
     """Random (n, n) float32 A and B everywhere a benchmark needs them; the product with TF32 off."""
     import numpy as np
     import torch
-    from numba import cuda
 
     from cudalearn import device, precision
+    from cudalearn.numba_backend import cuda
 
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((n, n), dtype=np.float32)

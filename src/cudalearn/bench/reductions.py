@@ -74,10 +74,10 @@ def _checked(run, read, expected, name, rtol, atol, out=None):
 def sum_candidates(n: int, seed: int = 0):
     """({COPY: ...}, {name: callable}): the copy and the sums of n float32 on the device (Chapter 10)."""
     import torch
-    from numba import cuda
 
     from cudalearn.device import torch_device
     from cudalearn.kernels import reductions
+    from cudalearn.numba_backend import cuda
 
     x = np.random.default_rng(seed).random(n, dtype=np.float32)  # in [0, 1): no cancellation
     exact = np.array([np.sum(x, dtype=np.float64)], np.float32)  # the exact sum, rounded once
@@ -103,10 +103,10 @@ def rows_candidates(kind: str, rows: int, cols: int, seed: int = 0) -> dict:
     """{name: callable} for `kind` 'softmax' or 'layernorm' on (rows, cols) float32, with a copy (Ch. 10)."""
     import torch
     import torch.nn.functional as F
-    from numba import cuda
 
     from cudalearn.device import torch_device
     from cudalearn.kernels import softmax
+    from cudalearn.numba_backend import cuda
 
     rng = np.random.default_rng(seed)
     x = (4 * rng.standard_normal((rows, cols))).astype(np.float32)
@@ -167,10 +167,10 @@ def attention_candidates(n: int, d: int, seed: int = 0) -> dict:
     """{THREE: ..., FUSED: ..., SDPA: ...}: one head on (n, d) float32 q, k, v on the device (Chapter 10)."""
     import torch
     import torch.nn.functional as F
-    from numba import cuda
 
     from cudalearn.device import torch_device
     from cudalearn.kernels import attention
+    from cudalearn.numba_backend import cuda
 
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal((n, d)).astype(np.float32) for _ in range(3))

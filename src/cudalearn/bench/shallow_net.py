@@ -164,10 +164,9 @@ def time_batch_sizes(
     `launch_us` is the host time of one launch of an empty kernel (the mean
     of `launches`, queued without waiting): the floor under every step.
     """
-    from numba import cuda
-
     from cudalearn.kernels import elementwise as ew
     from cudalearn.nn import mlp
+    from cudalearn.numba_backend import cuda
 
     params = mlp.init_params(sizes, seed)
     out: dict[str, Any] = {"sizes": list(sizes), "batches": list(batches), "steps": steps}
@@ -241,11 +240,10 @@ def time_step_host(
     `launch.prepared`), 'slice_us' (slicing a batch out of the epoch
     buffers: two new array views).
     """
-    from numba import cuda
-
     from cudalearn import launch
     from cudalearn.kernels import elementwise as ew
     from cudalearn.nn import epoch_data, mlp
+    from cudalearn.numba_backend import cuda
 
     params = mlp.init_params(sizes, seed)
     dd = epoch_data.NumbaData(data)

@@ -138,9 +138,10 @@ def _check_registers(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -
 def _fraction_of_cublas(kernel: Any, BM: int, BN: int, TM: int, TN: int, n: int) -> None:
     """On a GPU: time the kernel and cuBLAS FP32 on (n, n) matrices and print the fraction it reaches."""
     import torch
-    from numba import cuda
 
-    from cudalearn import precision, timing, torch_device
+    from cudalearn import numba_backend, precision, timing, torch_device
+
+    cuda = numba_backend.cuda_of(kernel) or numba_backend.cuda_module()  # the kernel's package's arrays
 
     dev = torch_device()
     rng = np.random.default_rng(3)

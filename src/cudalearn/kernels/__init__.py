@@ -1,9 +1,11 @@
 """The reference kernels the book shows and the benchmarks time (Chapters 0-9).
 
 Importing this package does nothing: no run mode is chosen and Numba is not
-imported. A kernel module imports `numba.cuda`, which fixes gpu or simulator
-mode for the whole process, so import one after `cudalearn.setup()` (every
-notebook's first cell; the test suite's conftest; each benchmark's `main`).
+imported. A kernel module takes `cuda` and numba's scalar types from
+`cudalearn.numba_backend` (`from cudalearn.numba_backend import cuda, float32`),
+never from `numba`: that fixes the run mode (a quiet `cudalearn.setup()` if no
+cell ran it) and the compiler, numba-cuda or numba-cuda-mlir, for the whole
+process, the same for every kernel module.
 
 A kernel module is found by convention, not listed anywhere
 (`kernel_modules()`): every module of this package that defines a `@cuda.jit`

@@ -28,12 +28,12 @@ q, k, v and the output o are (n, d) float32, C-contiguous, d <= D_MAX.
 import math
 
 import numpy as np
-from numba import cuda, float32, uint32
 
 from cudalearn import launch
 from cudalearn.kernels import softmax, tiled
 from cudalearn.kernels.reductions import FULL_MASK, warp_max, warp_sum
 from cudalearn.kernels.softmax import NEG_INF
+from cudalearn.numba_backend import cuda, float32, uint32
 
 SIGNATURES = {
     "attention_scores": "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32)",

@@ -6,7 +6,7 @@ elements a thread and unsigned indices, one kernel per k (a compile-time constan
 
 import functools
 
-from numba import cuda, float32, uint32, uint64
+from cudalearn.numba_backend import cuda, float32, uint32, uint64
 
 SIGNATURES = {
     "vector_add": "void(float32[::1], float32[::1], float32[::1])",

@@ -29,10 +29,9 @@ import functools
 import math
 
 import numpy as np
-from numba import config, cuda, float32, float64, uint16, uint32, uint64
-from numba.cuda import libdevice
 
 from cudalearn import launch
+from cudalearn.numba_backend import SIMULATOR, cuda, float32, float64, libdevice, uint16, uint32, uint64
 
 SIGNATURES = {
     "add_bias": "void(float32[:, ::1], float32[::1], float32[:, ::1])",
@@ -318,7 +317,7 @@ CONSTANTS = {
     "PAIRS": (PAIRS, "pairs of columns (8 bytes each) each thread of the paired kernel handles"),
 }
 
-if config.ENABLE_CUDASIM:  # the simulator runs device code as Python: NumPy reinterprets the bits
+if SIMULATOR:  # the simulator runs device code as Python: NumPy reinterprets the bits
 
     def _unpack_pair(d):
         """(low, high) float32 halves of a float64-sized word: columns 2j and 2j + 1 (Chapter 5)."""

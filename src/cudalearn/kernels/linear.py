@@ -37,9 +37,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from numba import cuda, float32, uint32
-
 from cudalearn import launch as grids
+from cudalearn.numba_backend import cuda, float32, uint32
 
 _MM = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 _WGRAD = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[::1])"

@@ -1,6 +1,6 @@
 """Matrix-multiply kernels of Chapter 2: one thread per output element, global memory only."""
 
-from numba import cuda, float32
+from cudalearn.numba_backend import cuda, float32
 
 SIGNATURES = {
     "matmul_naive": "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])",

@@ -13,9 +13,8 @@ with C and p compile-time constants, one kernel per pair.
 
 import functools
 
-from numba import cuda, float32
-
 from cudalearn.launch import blocks
+from cudalearn.numba_backend import cuda, float32
 
 SIGNATURES = {
     "patchify": "void(float32[:, :, :, ::1], float32[:, :, ::1], int32)",

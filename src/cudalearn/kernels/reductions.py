@@ -42,9 +42,9 @@ use FULL_MASK: every lane of the warp calls them together.
 """
 
 import numpy as np
-from numba import cuda, float32
 
 from cudalearn import launch
+from cudalearn.numba_backend import cuda, float32
 
 SIGNATURES = {
     "sum_interleaved": "void(float32[::1], float32[::1])",

@@ -1,8 +1,7 @@
 """Copy kernels that show coalesced vs strided global-memory access (Chapter 2)."""
 
-from numba import cuda
-
 from cudalearn.launch import blocks
+from cudalearn.numba_backend import cuda
 
 SIGNATURES = {
     "copy_strided": "void(float32[::1], float32[::1], int32, int32)",

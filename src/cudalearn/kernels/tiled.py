@@ -21,7 +21,7 @@ The kernels differ only in how the tiles sit in shared memory:
   conflict at TILE = 32 that the (TILE, TILE + 1) padding removes (Chapter 4).
 """
 
-from numba import cuda, float32
+from cudalearn.numba_backend import cuda, float32
 
 _SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 

@@ -13,9 +13,8 @@ src[by * TILE + y, bx * TILE + x]. Sizes need not be multiples of TILE.
 * `transpose_tiled32_padded`: the same with a (32, 33) tile: no conflict.
 """
 
-from numba import cuda, float32
-
 from cudalearn.launch import square
+from cudalearn.numba_backend import cuda, float32
 
 _SIG = "void(float32[:, ::1], float32[:, ::1])"
 

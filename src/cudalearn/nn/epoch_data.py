@@ -10,11 +10,11 @@ per-step losses on the device until the epoch ends.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
 
 from cudalearn import device
 from cudalearn.datasets import DigitSet
 from cudalearn.kernels import elementwise as ew
+from cudalearn.numba_backend import cuda
 from cudalearn.sizes import size
 
 

@@ -35,7 +35,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import cuda
 
 from cudalearn import device, launch, precision
 from cudalearn.kernels import elementwise as ew
@@ -43,6 +42,7 @@ from cudalearn.kernels import linear
 from cudalearn.kernels.matmul import matmul_naive
 from cudalearn.nn.epoch_data import NumbaData, TorchData, block_2d
 from cudalearn.nn.training import History, accuracy, train_step
+from cudalearn.numba_backend import cuda
 from cudalearn.sizes import size
 
 #: The learning rate of the chapter's runs (plain SGD, batch mean loss).
@@ -105,12 +105,17 @@ def quiet_small_grids() -> None:
     timings on one block launch such grids on purpose; the chapter measures
     what they cost instead of printing a warning for each.
     """
+    import importlib
     import os
 
-    from numba.cuda.core import config
+    from cudalearn import numba_backend
 
     os.environ["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = "0"  # survives a reload of Numba's config
-    config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    configs = ["numba.cuda.core.config"]
+    if numba_backend.choice().package == numba_backend.NUMBA_CUDA_MLIR:
+        configs.append("numba_cuda_mlir.numba_cuda.core.config")  # its own copy of the setting
+    for name in configs:
+        importlib.import_module(name).CUDA_LOW_OCCUPANCY_WARNINGS = 0
 
 
 @contextmanager

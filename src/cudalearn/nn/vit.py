@@ -70,9 +70,8 @@ def patchify_numba_launch(
     the kernel writes into the CPU tensor's memory through NumPy. Each
     call of `launch` is one kernel launch, ready to be timed (Chapter 9).
     """
-    from numba import cuda
-
     from cudalearn.kernels.patchify import patchify, patchify_launch
+    from cudalearn.numba_backend import cuda
 
     if x.dtype != torch.float32 or not x.is_contiguous():
         raise ValueError("patchify_numba_launch needs a contiguous float32 tensor")

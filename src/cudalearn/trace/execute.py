@@ -9,12 +9,12 @@ import copy
 import gc
 import inspect
 import linecache
-import sys
 import types
 import weakref
 
 import numpy as np
 
+from cudalearn import numba_backend
 from cudalearn.trace import warp
 from cudalearn.trace.fake_cuda import FakeCuda
 from cudalearn.trace.model import (
@@ -211,7 +211,7 @@ def _instrument(fn, fake, memo, kernel):
     if id(fn) in memo:
         return memo[id(fn)]
     tree, fdef = _function_tree(fn)
-    cuda_module = sys.modules.get("numba.cuda")
+    cuda_module = numba_backend.cuda_of(fn)  # numba.cuda, or numba_cuda_mlir.cuda for the course's kernels
     cells = _cells(fn)
     yields = memo.setdefault("yields", {})
     syncs = _SyncToYield(
@@ -284,7 +284,7 @@ def trace(kernel, griddim, blockdim, *args) -> TraceReport:
             f" and accepts at most {MAX_THREADS}: trace the same kernel on a smaller problem (e.g. N=64)"
         )
     rec = Recorder(griddim, blockdim, fn.__code__.co_filename)
-    fake = FakeCuda(rec, sys.modules.get("numba.cuda"), fn.__name__)
+    fake = FakeCuda(rec, numba_backend.cuda_of(fn), fn.__name__)
     run = _instrument(fn, fake, {}, kernel=True)
     names = list(inspect.signature(fn).parameters)
     names += [f"arg{i}" for i in range(len(names), len(args))]

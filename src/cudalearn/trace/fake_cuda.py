@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from cudalearn import numba_backend
 from cudalearn.trace.model import (
     MAX_STATIC_SHARED,
     SHARED_ALIGN,
@@ -252,6 +253,4 @@ def _bits(v):
 
 def _is_numba_type(value):
     """Whether `value` is a numba type such as float32 (a kernel may write `cuda.float32(0.0)`)."""
-    from numba.core import types
-
-    return isinstance(value, types.Type)
+    return numba_backend.is_type(value)  # numba-cuda's or numba-cuda-mlir's

@@ -64,9 +64,9 @@ def run_tracer(pats) -> dict:
 
 def launch_patterns(names) -> dict:
     """Run the named patterns (all when empty) once each on the GPU: {device, cc, results}."""
-    from numba import config, cuda
+    from cudalearn.numba_backend import SIMULATOR, cuda
 
-    if config.ENABLE_CUDASIM:
+    if SIMULATOR:
         sys.exit("launch needs a real GPU: unset NUMBA_ENABLE_CUDASIM")
     pats = patterns()
     dev = cuda.get_current_device()

@@ -14,9 +14,9 @@ import types
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32, float64
 
 from cudalearn import launch
+from cudalearn.numba_backend import SIMULATOR, cuda, float32, float64
 
 N = 64  # matmul and transpose size
 THREADS = 128  # threads of the 1-D patterns: 4 warps
@@ -98,14 +98,12 @@ def make_global_stride(stride, dtype=float32):
 def course_modules():
     """cudalearn.kernels' matmul, tiled and transpose modules, imported in a mode this process can give.
 
-    Importing cudalearn.kernels runs cudalearn.setup(); with Numba's real CUDA
-    target and no GPU (tracing on a laptop), that is the 'compile' mode.
+    This module's own import ran cudalearn.setup() (its names come from cudalearn.numba_backend);
+    with Numba's real CUDA target and no GPU (tracing on a laptop), the mode is 'compile'.
     """
-    from numba import config
-
     from cudalearn import device
 
-    if not config.ENABLE_CUDASIM and not cuda.is_available():
+    if not SIMULATOR and not cuda.is_available():
         device.setup("compile", quiet=True)
     from cudalearn.kernels import matmul, tiled, transpose
 
