@@ -25,7 +25,7 @@ MLIR, NUMBA_CUDA = numba_backend.NUMBA_CUDA_MLIR, numba_backend.NUMBA_CUDA
 
 # The modules another change is rewriting; each still imports numba itself until it lands (the
 # report of scripts/check_numba_cuda_mlir.py names them too).
-NOT_ON_THE_BRIDGE_YET = {"cudalearn.kernels.regblock", "cudalearn.kernels.softmax"}
+NOT_ON_THE_BRIDGE_YET: set[str] = set()
 
 
 @pytest.mark.parametrize(

@@ -209,3 +209,15 @@ def test_adopt_moves_the_rerun_keys_out_of_the_older_files_and_notes_where(tmp_p
     bad.write_text(json.dumps({**new, "mode": "sim"}))
     with pytest.raises(reference.StoredFiguresError, match="only GPU runs are stored"):
         reference.adopt(bad, tmp_path)
+    bad.unlink()
+    with pytest.raises(reference.StoredFiguresError, match="already stored"):
+        reference.adopt(src / "h200-new.json", tmp_path)  # the name is taken now
+    other = run("2026-12-06T09:00:00+00:00", {"ch10.sum": {"ms": 9.0}}, device="NVIDIA T4")
+    (src / "t4.json").write_text(reference.dumps(other))
+    with pytest.raises(reference.StoredFiguresError, match="from NVIDIA H200, not NVIDIA T4"):
+        reference.adopt(src / "t4.json", tmp_path)
+    older = run("2026-11-01T09:00:00+00:00", {"ch10.sum": {"ms": 9.0}})
+    (src / "older.json").write_text(reference.dumps(older))
+    with pytest.raises(reference.StoredFiguresError, match="newer than older.json"):
+        reference.adopt(src / "older.json", tmp_path)
+    assert json.loads((tmp_path / "h200-old.json").read_text())["figures"] == {"ch10.sum": {"ms": 2.0}}

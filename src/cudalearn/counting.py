@@ -2,8 +2,9 @@
 
 `observe()` counts, inside a `with` block, every launch of a Numba kernel
 (by name) and every `copy_to_host`, in both modes: on a GPU it wraps
-numba-cuda's `_Kernel.launch`, which every launch of a compiled kernel goes
-through, and `DeviceNDArrayBase.copy_to_host` (and numba-cuda-mlir's launcher
+numba-cuda's `_Kernel.launch`, which every plain launch of a compiled kernel
+goes through (a `launch.prepared` launch bypasses it and reports itself
+through `launched`), and `DeviceNDArrayBase.copy_to_host` (and numba-cuda-mlir's launcher
 and arrays when it compiles the course's kernels); under the simulator, the
 simulated kernel's call (not device functions, not launches inside a kernel)
 and the simulated array's copy. Blocks nest: each sees what ran inside it.

@@ -344,35 +344,55 @@ def adopt(new: Path, folder: Path) -> dict[str, list[str]]:
 
     A rerun replaces figures: each older file that stored one of its keys loses that figure and
     its `superseded` note, and records under `replaced` {key: the new file's name and date}, so
-    the history stays readable; a file left with no figures is deleted. Refuses a `new` not in
-    the reference format. Returns {older file: the keys it gave up}.
+    the history stays readable; a file left with no figures is deleted. The new file is written
+    first, so a failure part-way loses no figure. Refuses (StoredFiguresError, nothing changed) a
+    `new` not in the reference format, a name already taken by another file, and a run that would
+    replace figures of another device or of a later date. Returns {older file: the keys it gave up}.
     """
-    try:
-        data = json.loads(Path(new).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise StoredFiguresError(f"{new}: cannot read it ({e})") from None
-    if found := problems(data):
-        raise StoredFiguresError(f"{new}: {'; '.join(found)}")
+    data = _read_run(Path(new))
     folder, target = Path(folder), Path(folder) / Path(new).name
-    moved: dict[str, list[str]] = {}
+    if target.exists() and target.resolve() != Path(new).resolve():
+        raise StoredFiguresError(f"{target.name} is already stored: give the new run another name")
+    olds = {}
     for path in sorted(folder.glob("*.json")):
-        if path.resolve() == Path(new).resolve() or path.name == target.name:
+        if path.name == target.name:
             continue
-        old = json.loads(path.read_text())
-        gone = sorted(set(old.get("figures", {})) & set(data["figures"]))
+        old = _read_run(path)
+        gone = sorted(set(old["figures"]) & set(data["figures"]))
         if not gone:
             continue
+        if old["device"] != data["device"]:
+            raise StoredFiguresError(
+                f"{path.name} holds {len(gone)} of these keys from {old['device']}, not {data['device']}: "
+                "the course's figures come from one device; not adopted"
+            )
+        if str(old.get("created", old["date"])) > str(data.get("created", data["date"])):
+            raise StoredFiguresError(f"{path.name} is newer than {target.name}: it would lose newer figures")
+        olds[path] = (old, gone)
+    if Path(new).resolve() != target.resolve():
+        target.write_text(dumps(data, sort_figures=False))
+    moved: dict[str, list[str]] = {}
+    for path, (old, gone) in olds.items():
         moved[path.name] = gone
         for key in gone:
             del old["figures"][key]
             old.get("superseded", {}).pop(key, None)
             old.setdefault("replaced", {})[key] = f"{target.name} ({data['date']})"
-        if not old.get("superseded", True):
+        if "superseded" in old and not old["superseded"]:
             del old["superseded"]
         if old["figures"]:
             path.write_text(dumps(old, sort_figures=False))
         else:
             path.unlink()
-    if Path(new).resolve() != target.resolve():
-        target.write_text(dumps(data, sort_figures=False))
     return moved
+
+
+def _read_run(path: Path) -> dict[str, Any]:
+    """A stored run read from `path`, checked; StoredFiguresError naming the file otherwise."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise StoredFiguresError(f"{path}: cannot read it ({e})") from None
+    if found := problems(data):
+        raise StoredFiguresError(f"{path.name}: {'; '.join(found)}")
+    return data

@@ -28,8 +28,8 @@ The five steps of the chapter, each a factory:
   global loads of the next tiles are in flight during the multiply-adds of the current ones, one
   barrier a tile) and the loop along k unrolled by four;
 * `make_regblock_2d_warptile`: `_prefetch` with the threads laid out warp by warp: each warp owns
-  a WM x WN sub-tile of the block tile and its lanes a grid inside it (`make_layout`), so the
-  shared reads of one warp instruction cover fewer distinct rows and columns (the warp tiling of
+  a WM x WN sub-tile of the block tile and its lanes a grid inside it (`make_layout`), so a warp's
+  shared reads at each step along k cover fewer distinct 16-byte runs (the warp tiling of
   Simon Boehm's "How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a Worklog").
 
 Their shared pieces are device functions the kernels inline: `make_load_tiles` (the guarded loads of
@@ -42,9 +42,8 @@ picks one. What the compiler made of a kernel
 (registers, occupancy, the machine instructions of its hot loop) is `cudalearn.toolchain`'s.
 """
 
-from numba import config, cuda, float32, int64, uint32
-
 from cudalearn import launch
+from cudalearn.numba_backend import SIMULATOR, cuda, float32, int64, uint32
 
 _SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 VEC = 4  # float32 values per 128-bit load
@@ -65,7 +64,7 @@ CONFIGS = {
 #: The warp-tiled kernel's tiles per target: the block and micro-tiles of CONFIGS, each warp owning a
 #: WM x WN sub-tile whose 32 lanes form a (WM / TM) x (WN / TN) grid; `regs` caps registers a thread.
 CONFIGS_WARP = {
-    # 8 warps of 32 x 64 outputs (lanes 4 x 8) in the 128 x 128 tile: steps 4's tiles, another layout.
+    # 8 warps of 32 x 64 outputs (lanes 4 x 8) in the 128 x 128 tile: step 4's tiles, another layout.
     "sm80+": {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "WM": 32, "WN": 64, "regs": 128},
     # 4 warps of 32 x 32 outputs (lanes 4 x 8) in the T4's 64 x 64 tile.
     "sm75": {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "TN": 4, "WM": 32, "WN": 32, "regs": 128},
@@ -83,7 +82,7 @@ CONFIGS_1D = {
 
 def _jit_bounded(threads, regs=MAX_REGISTERS):
     """cuda.jit with launch bounds that cap registers at `regs` a thread (nothing under the simulator)."""
-    if config.ENABLE_CUDASIM:  # the simulator's cuda.jit takes no launch bounds
+    if SIMULATOR:  # the simulator's cuda.jit takes no launch bounds
         return cuda.jit
     return cuda.jit(launch_bounds=(threads, max(1, 65536 // (threads * regs))))
 
@@ -388,14 +387,14 @@ def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS, warp=None)
     RX, RY, first = make_layout(BM, BN, TM, TN, warp)
     first_output = cuda.jit(device=True, inline="always")(first)
     A_STEP, A_LOADS, B_STEP, B_LOADS = _tile_passes(BM, BN, BK, threads)
-    WIDTH = BM + VEC
+    WIDTH, ROWS2 = BM + VEC, 2 * BK  # shared shapes must be constants of the factory, not computed inside
     outer_product = make_outer_product(TM, TN, RX, RY)
     store_block = make_store_block(TM, TN, RX, RY)
 
     def regblock_2d_prefetch(A, B, C):
         """C = A @ B as regblock_2d_vec; two shared buffers, global loads one tile ahead; float32."""
-        sAt = cuda.shared.array((2, BK, WIDTH), float32)  # tile s lives in buffer s % 2
-        sB = cuda.shared.array((2, BK, BN), float32)
+        sAt = cuda.shared.array((ROWS2, WIDTH), float32)  # two buffers stacked along k: tile s lives
+        sB = cuda.shared.array((ROWS2, BN), float32)  # in rows (s % 2) * BK ... (s % 2) * BK + BK - 1
         acc = cuda.local.array((TM, TN), float32)
         a = cuda.local.array(TM, float32)
         b = cuda.local.array(TN, float32)
@@ -431,19 +430,19 @@ def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS, warp=None)
                         if k0 + br + p * B_STEP < K and col0 + bc < N:
                             pb[p] = B[k0 + br + p * B_STEP, col0 + bc]
             if s > 0:  # the FMAs of tile s - 1, in shared memory since the last barrier
-                q = uint32((s - 1) % 2)
+                q = uint32((s - 1) % 2) * uint32(BK)  # the first row of its buffer
                 for k4 in range(BK // 4):
-                    k = uint32(4 * k4)
-                    outer_product(sAt[q], sB[q], k, c0, r0, a, b, acc)
-                    outer_product(sAt[q], sB[q], k + 1, c0, r0, a, b, acc)
-                    outer_product(sAt[q], sB[q], k + 2, c0, r0, a, b, acc)
-                    outer_product(sAt[q], sB[q], k + 3, c0, r0, a, b, acc)
+                    k = q + uint32(4 * k4)
+                    outer_product(sAt, sB, k, c0, r0, a, b, acc)
+                    outer_product(sAt, sB, k + 1, c0, r0, a, b, acc)
+                    outer_product(sAt, sB, k + 2, c0, r0, a, b, acc)
+                    outer_product(sAt, sB, k + 3, c0, r0, a, b, acc)
             if s < tiles:  # tile s into the other buffer, which nobody reads during this step
-                q = uint32(s % 2)
+                q = uint32(s % 2) * uint32(BK)
                 for p in range(A_LOADS):
-                    sAt[q, ac, ar + p * A_STEP] = pa[p]
+                    sAt[q + ac, ar + p * A_STEP] = pa[p]
                 for p in range(B_LOADS):
-                    sB[q, br + p * B_STEP, bc] = pb[p]
+                    sB[q + br + p * B_STEP, bc] = pb[p]
             cuda.syncthreads()  # one barrier a tile: tile s is complete and tile s - 1 is read
         store_block(C, acc, row0, col0, c0, r0, interior)
 

@@ -44,7 +44,6 @@ skips a row past the end as a whole or runs every shuffle with FULL_MASK.
 import math
 
 import numpy as np
-from numba import cuda, float32, uint32
 
 from cudalearn import launch
 from cudalearn.kernels.reductions import (
@@ -56,6 +55,7 @@ from cudalearn.kernels.reductions import (
     warp_max,
     warp_sum,
 )
+from cudalearn.numba_backend import cuda, float32, uint32
 
 SIGNATURES = {
     "softmax_block": "void(float32[:, ::1], float32[:, ::1])",
