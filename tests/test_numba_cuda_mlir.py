@@ -128,26 +128,14 @@ def _sections(text):
 def test_the_status_the_doctor_prints_is_the_stored_compile_report():
     text = REPORT.read_text()
     version = re.search(r"numba-cuda-mlir (\d+\.\d+\.\d+)", text).group(1)
-    sections = _sections(text)
-    (ok, total, kernels, mlir_ok, mlir_given) = sections["course"]
+    (ok, total, kernels, mlir_ok, mlir_given) = _sections(text)["course"]
     assert total == 2 * kernels, "every kernel compiled for sm_75 and sm_90"
     status = toolchain.NUMBA_CUDA_MLIR_STATUS
     assert status.startswith(f"numba-cuda-mlir {version} has no simulator")
-    assert (
-        mlir_ok == mlir_given
-        and f"the {mlir_ok // 2} kernels of the modules on that bridge all compile" in (status)
-    )
+    if ok == total:
+        assert f"all {kernels} kernels compile" in status
+        return
+    assert f"{ok // 2} of the {kernels} kernels compile" in status
     course = text.split("## Bridge `shim`")[0]
-    direct = re.search(r"themselves, not `cudalearn.numba_backend`: (.*?)\. Their", course).group(1)
-    for module in re.findall(r"`cudalearn\.kernels\.(\w+)`", direct):
-        assert f"{module}" in status
-    by_numba_cuda = set(
-        re.findall(r"^\| `cudalearn\.kernels\.\w+\.(\w+)` \| FAIL \[\d+\] by numba-cuda", course, re.M)
-    )
-    assert f"{len(by_numba_cuda)} of softmax's kernels" in status, by_numba_cuda
-    shim, shim_total, shim_kernels, _, _ = sections["shim"]
-    assert f"{shim // 2} of the {shim_kernels} kernels compile" in status and shim % 2 == 0
-    failing = set(
-        re.findall(r"^\| `cudalearn\.kernels\.\w+\.(\w+)` \| FAIL", text.split("## Bridge `shim`")[1], re.M)
-    )
-    assert len(failing) == shim_kernels - shim // 2 and all(name in status for name in failing), failing
+    failing = set(re.findall(r"^\| `cudalearn\.kernels\.\w+\.(\w+)` \| FAIL", course, re.M))
+    assert failing and all(name in status for name in failing), failing
