@@ -7,9 +7,8 @@ others), printing `ok` or `FAIL` with the error:
 
 * kernels, against NumPy: vector add, the shuffle reduction (`sum_shuffle`), a 32x32 tiled matmul,
   the fused softmax cross-entropy of Chapter 5 (`softmax_xent`), the fused attention of Chapter 10
-  (warp shuffles); `softmax.softmax_warp`, whose module still imports numba itself, is run too and
-  says which compiler built it (it fails while softmax.py is not on the bridge: a numba-cuda kernel
-  cannot call the bridge's numba-cuda-mlir warp reductions);
+  (warp shuffles), and Chapter 10's `softmax_warp` (warp shuffles through the bridge's reductions),
+  saying which compiler built it;
 * the host side the course routes through the bridge: `timing.gpu_time` (numba-cuda-mlir's events
   bracket its launches), `launch.prepared` on PyTorch CUDA tensors (the one check that needs
   torch), `counting.observe` (launches and copies counted), `toolchain.resources` (registers,
@@ -139,6 +138,20 @@ def main() -> int:
         o = attention.launch_attention_fused(*(cuda.to_device(a) for a in (q, k, v)))
         close(o.copy_to_host(), attention.attention_reference(q, k, v), 1e-3, 1e-4)
         return f"n={n}, d={d}, {compiler(attention.attention_fused)}"
+
+    @check("regblock.regblock_2d_warptile")
+    def _():
+        from cudalearn.kernels import regblock
+
+        n = 1000  # not a multiple of the tiles: the edge blocks' guarded path too
+        A, B = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
+        C = cuda.device_array((n, n), np.float32)
+        cfg = regblock.tiles("regblock_2d_warptile", regblock.config_for(info.compute_capability))
+        grid, threads = regblock.launch_config("regblock_2d_warptile", cfg, n, n)
+        kernel = regblock.make_regblock_2d_warptile(**cfg)
+        kernel[grid, threads](cuda.to_device(A), cuda.to_device(B), C)
+        close(C.copy_to_host(), A.astype(np.float64) @ B, 1e-3, 1e-3)
+        return f"n={n}, tiles {cfg}, {compiler(kernel)}"
 
     @check("softmax.softmax_warp")
     def _():
