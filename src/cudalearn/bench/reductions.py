@@ -46,7 +46,7 @@ GOAL_SUM = 0.85  # sum_atomic's read rate / the copy's rate
 GOAL_ROWS = 0.80  # best row kernel's rate / the copy's rate
 SUM_KERNELS = ("sum_interleaved", "sum_strided_index", "sum_sequential", "sum_shuffle", "sum_atomic")
 SOFTMAX_KERNELS = ("softmax_block", "softmax_warp", "softmax_online", "softmax_registers")
-LN_KERNELS = ("layernorm", "layernorm_block")
+LN_KERNELS = ("layernorm", "layernorm_block", "layernorm_pairs")
 THREE, FUSED, SDPA = "three kernels (s and p in global memory)", "fused, online softmax", "torch SDPA"
 
 

@@ -29,6 +29,10 @@ same shape (y may be x itself: each thread writes only what it read):
   rule (`welford_merge`) through shuffles (`warp_welford`).
 * `layernorm_block`: `layernorm` with one block of LN_BLOCK threads per row,
   LN_BLOCK_VALS values a thread; the two sums go through `sum_over_block`.
+* `layernorm_pairs`: `layernorm` with 8-byte accesses, the arrays viewed as
+  float64 pairs of float32 columns (Chapter 5's trick): half the loads and
+  stores for the same bytes; the mean and the squared deviations by
+  `warp_sum`.
 * `layernorm_long`: any row length, streamed: each lane runs Welford's
   one-pass update over its columns (`welford_update`), the lanes merge as
   above, and the write reads the row a second time.
@@ -46,6 +50,7 @@ import math
 import numpy as np
 
 from cudalearn import launch
+from cudalearn.kernels.elementwise import _pack_pair, _unpack_pair
 from cudalearn.kernels.reductions import (
     FULL_MASK,
     WARPS,
@@ -55,7 +60,7 @@ from cudalearn.kernels.reductions import (
     warp_max,
     warp_sum,
 )
-from cudalearn.numba_backend import cuda, float32, uint32
+from cudalearn.numba_backend import cuda, float32, float64, uint32
 
 SIGNATURES = {
     "softmax_block": "void(float32[:, ::1], float32[:, ::1])",
@@ -65,6 +70,7 @@ SIGNATURES = {
     "layernorm": "void(float32[:, ::1], float32[::1], float32[::1], float32[:, ::1], float32)",
     "layernorm_block": "void(float32[:, ::1], float32[::1], float32[::1], float32[:, ::1], float32)",
     "layernorm_long": "void(float32[:, ::1], float32[::1], float32[::1], float32[:, ::1], float32)",
+    "layernorm_pairs": "void(float64[:, ::1], float64[::1], float64[::1], float64[:, ::1], float32)",
 }
 
 #: Threads of `softmax_block`'s blocks (one block per row); at most reductions.BLOCK.
@@ -77,6 +83,8 @@ NEG_INF = np.float32(-np.inf)
 SOFTMAX_VALS = 8
 #: Values per lane that `layernorm` keeps in registers: rows up to 32 * 24 = 768 columns.
 LN_VALS = 24
+#: Pairs of columns (8 bytes each) per lane that `layernorm_pairs` keeps: rows up to 32 * 12 * 2 = 768.
+LN_PAIRS = 12
 #: Threads of `layernorm_block`'s blocks (one block per row); at most reductions.BLOCK.
 LN_BLOCK = 128
 #: Values per thread that `layernorm_block` keeps in registers: rows up to 128 * 8 = 1024 columns.
@@ -361,6 +369,49 @@ def layernorm_long(x, gamma, beta, y, eps):
             y[row, j] = (x[row, j] - mean) * rstd * gamma[j] + beta[j]
 
 
+@cuda.jit
+def layernorm_pairs(x2, g2, b2, y2, eps):
+    """`layernorm` with 8-byte accesses: x, gamma, beta and y viewed as float64 pairs (Chapter 10).
+
+    Each float64 of x2 (rows, cols / 2) holds two neighbouring float32 columns, as Chapter 5's
+    `bias_relu_dropout_pairs` reads them: one load moves both, so a lane issues half the loads
+    and stores of `layernorm` for the same bytes. Lane l holds pairs l, l + 32, ... (at most
+    LN_PAIRS), split into their float32 halves in registers (`_unpack_pair`); the mean and then
+    the sum of squared deviations go through `warp_sum` (two passes over registers); the row
+    is written as pairs (`_pack_pair`). Rows of an even number of columns, at most 64 * LN_PAIRS;
+    `launch_rows` makes the views.
+    """
+    lane = uint32(cuda.threadIdx.x)
+    row = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y)
+    if row < uint32(x2.shape[0]):
+        pairs = uint32(x2.shape[1])
+        words = cuda.local.array(LN_PAIRS, float64)
+        lo = cuda.local.array(LN_PAIRS, float32)
+        hi = cuda.local.array(LN_PAIRS, float32)
+        for k in range(LN_PAIRS):  # every load first: all of them in flight together
+            j = lane + uint32(32 * k)
+            words[k] = x2[row, j] if j < pairs else float64(0.0)
+        s = float32(0.0)
+        for k in range(LN_PAIRS):
+            lo[k], hi[k] = _unpack_pair(words[k])
+            s += lo[k] + hi[k]
+        cols = float32(2) * float32(pairs)
+        mean = warp_sum(s) / cols
+        q = float32(0.0)
+        for k in range(LN_PAIRS):
+            if lane + uint32(32 * k) < pairs:
+                d0 = lo[k] - mean
+                d1 = hi[k] - mean
+                q += d0 * d0 + d1 * d1
+        rstd = float32(1.0) / math.sqrt(warp_sum(q) / cols + eps)
+        for k in range(LN_PAIRS):
+            j = lane + uint32(32 * k)
+            if j < pairs:
+                g0, g1 = _unpack_pair(g2[j])
+                c0, c1 = _unpack_pair(b2[j])
+                y2[row, j] = _pack_pair((lo[k] - mean) * rstd * g0 + c0, (hi[k] - mean) * rstd * g1 + c1)
+
+
 # Host side -----------------------------------------------------------------------------------
 
 
@@ -381,7 +432,11 @@ def _rows_call(kernel, x, y, extra):
             f"softmax_registers holds at most 32 * SOFTMAX_VALS = {32 * SOFTMAX_VALS} columns a row in "
             f"registers, got {x.shape[1]}: use softmax_warp or softmax_online for longer rows"
         )
-    held = {"layernorm": 32 * LN_VALS, "layernorm_block": LN_BLOCK * LN_BLOCK_VALS}.get(name)
+    held = {
+        "layernorm": 32 * LN_VALS,
+        "layernorm_block": LN_BLOCK * LN_BLOCK_VALS,
+        "layernorm_pairs": 64 * LN_PAIRS,
+    }.get(name)
     if held is not None and x.shape[1] > held:
         raise ValueError(
             f"{name} holds at most {held} columns a row in registers, got {x.shape[1]}: use "
@@ -390,6 +445,13 @@ def _rows_call(kernel, x, y, extra):
     grid, block = rows_launch(kernel, x.shape[0])
     if name.startswith("layernorm"):
         gamma, beta, eps = extra
+        if name == "layernorm_pairs":  # the same memory, two float32 columns a float64
+            if x.shape[1] % 2:
+                raise ValueError(
+                    f"layernorm_pairs needs an even number of columns (whole pairs), got {x.shape[1]}: "
+                    "use layernorm"
+                )
+            x, gamma, beta, y = (launch.cuda_view(a).view(np.float64) for a in (x, gamma, beta, y))
         return grid, block, (x, gamma, beta, y, np.float32(eps))
     return grid, block, (x, y, *extra)
 
