@@ -64,8 +64,10 @@ CONFIGS = {
 #: The warp-tiled kernel's tiles per target: the block and micro-tiles of CONFIGS, each warp owning a
 #: WM x WN sub-tile whose 32 lanes form a (WM / TM) x (WN / TN) grid; `regs` caps registers a thread.
 CONFIGS_WARP = {
-    # 8 warps of 32 x 64 outputs (lanes 4 x 8) in the 128 x 128 tile: step 4's tiles, another layout.
-    "sm80+": {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "WM": 32, "WN": 64, "regs": 128},
+    # 4 warps of 64 x 64 outputs (lanes 8 x 4) in the 128 x 128 tile, 8 x 16 outputs a thread, BK = 16,
+    # up to 255 registers (two blocks of 128 threads an SM): the fastest warp tiling of the H200 probe
+    # of 2026-12-05 (data/gpu-runs/2026-12-05-h200); at step 4's tiles the layout alone changed little.
+    "sm80+": {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 16, "WM": 64, "WN": 64, "regs": 255},
     # 4 warps of 32 x 32 outputs (lanes 4 x 8) in the T4's 64 x 64 tile.
     "sm75": {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "TN": 4, "WM": 32, "WN": 32, "regs": 128},
     # one warp of 16 x 32 outputs: the smallest tile a whole warp of 4 x 4 micro-tiles fills.
