@@ -25,7 +25,6 @@ BOOKS = sorted(ROOT.glob("book/*.ipynb"))
 LABS = sorted(ROOT.glob("labs/*.ipynb"))
 #: Chapters with figures that no GPU run has stored yet, and why: the page says so instead of showing one.
 AWAITING_GPU_RUN = {
-    "02-first-kernels": "ch2.vector_add_ilp: the kernel with several elements a thread (issue 17), untimed",
     "11-beyond-two-gpus": "every timed figure needs a machine of several GPUs; none was lent yet (issue 18)",
 }
 SITE_MODULES = ("sphinx", "myst_nb", "sphinx_book_theme", "mathjax", "nbclient")
