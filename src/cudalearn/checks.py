@@ -286,7 +286,7 @@ def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any, float32_onl
         return host
     from cudalearn.guard import Guarded
 
-    cuda = numba_backend.cuda_of(kernel) or numba_backend.cuda_module()  # its arrays: from its package
+    cuda = numba_backend.cuda_for(kernel)  # its arrays: from its package
     bufs = {i: Guarded(a, cuda) for i, a in enumerate(args) if isinstance(a, np.ndarray)}
     dev_args = [bufs[i].view if i in bufs else a for i, a in enumerate(args)]
     from numba.cuda.cudadrv.driver import CudaAPIError

@@ -140,7 +140,7 @@ def prepared(kernel, griddim, blockdim, *args) -> Prepared:
     from cudalearn.kernels.reductions import kernel_name
 
     name = kernel_name(kernel)
-    cuda = numba_backend.cuda_of(kernel) or numba_backend.cuda_module()  # the kernel's own package
+    cuda = numba_backend.cuda_for(kernel)  # the kernel's own package
     kept = list(args)  # what the caller passed, kept alive with the launch
     args = [cuda_view(a, cuda) for a in args]
     numbers = {i for i, a in enumerate(args) if _changeable_number(a)}

@@ -176,6 +176,12 @@ def cuda_of(obj):
     return sys.modules.get("numba.cuda")
 
 
+def cuda_for(kernel):
+    """`cuda_of(kernel)`, or this process's compiler's `cuda` when nothing names one: the module whose
+    arrays and launches host code handed `kernel` uses (checks, exercises, `launch.prepared`)."""
+    return cuda_of(kernel) or cuda_module()
+
+
 def is_type(value) -> bool:
     """Whether value is a numba scalar or array type of either package (`float32`, `cuda.float32`)."""
     for name in ("numba.core.types", "numba_cuda_mlir.numba_cuda.types"):

@@ -328,13 +328,7 @@ def merge(runs: Sequence[tuple[str, dict[str, Any]]], what: Sequence[str] = ()) 
 
 def merge_files(paths: Sequence[Path], out: Path, what: Sequence[str] = ()) -> dict[str, Any]:
     """`merge` of the files at `paths`, written to `out` (may be one of them): `cudalearn reference merge`."""
-    runs = []
-    for path in paths:
-        try:
-            runs.append((Path(path).name, json.loads(Path(path).read_text())))
-        except (OSError, json.JSONDecodeError) as e:
-            raise StoredFiguresError(f"{path}: cannot read it ({e})") from None
-    data = merge(runs, what)
+    data = merge([(Path(path).name, _read_json(Path(path))) for path in paths], what)
     Path(out).write_text(dumps(data, sort_figures=False))
     return data
 
@@ -387,12 +381,17 @@ def adopt(new: Path, folder: Path) -> dict[str, list[str]]:
     return moved
 
 
-def _read_run(path: Path) -> dict[str, Any]:
-    """A stored run read from `path`, checked; StoredFiguresError naming the file otherwise."""
+def _read_json(path: Path) -> Any:
+    """The JSON in `path`; StoredFiguresError naming the file when it cannot be read or parsed."""
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise StoredFiguresError(f"{path}: cannot read it ({e})") from None
+
+
+def _read_run(path: Path) -> dict[str, Any]:
+    """A stored run read from `path`, checked; StoredFiguresError naming the file otherwise."""
+    data = _read_json(path)
     if found := problems(data):
         raise StoredFiguresError(f"{path.name}: {'; '.join(found)}")
     return data

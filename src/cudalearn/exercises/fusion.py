@@ -270,7 +270,7 @@ def check_layer_forward(
     """
     from cudalearn import counting, numba_backend
 
-    cuda = numba_backend.cuda_of(kernel) or numba_backend.cuda_module()  # the kernel's package's arrays
+    cuda = numba_backend.cuda_for(kernel)  # the kernel's package's arrays
     rng = _rng(seed)
     name = getattr(kernel, "__name__", None)  # a dispatcher's, a simulated kernel's or a grader handle's
     for m, k, n in sizes or ([(5, 12, 9), (16, 8, 17)] if device.mode() == "sim" else [(300, 70, 129)]):

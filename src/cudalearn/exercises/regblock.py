@@ -141,7 +141,7 @@ def _fraction_of_cublas(kernel: Any, BM: int, BN: int, TM: int, TN: int, n: int)
 
     from cudalearn import numba_backend, precision, timing, torch_device
 
-    cuda = numba_backend.cuda_of(kernel) or numba_backend.cuda_module()  # the kernel's package's arrays
+    cuda = numba_backend.cuda_for(kernel)  # the kernel's package's arrays
 
     dev = torch_device()
     rng = np.random.default_rng(3)
