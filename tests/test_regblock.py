@@ -273,11 +273,9 @@ def test_compile_report_tries_every_ptxas_until_one_reads_the_ptx(tmp_path, monk
         toolchain.compile_report(TINY_PTX, (7, 5))
 
 
-@pytest.mark.parametrize(
-    "name", ["regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile"]
-)
-def test_thread_outputs_are_the_rows_and_columns_each_thread_reads(name):
-    """Chapter 6's micro-tile picture: thread_outputs agrees with the traced shared reads of the kernel."""
+def _first_step_reads(name):
+    """(cfg, reads, base): the sim kernel's traced shared reads of lanes 0-31 at k = 0, as
+    {array: {lane: set of byte addresses}}, and each shared array's first byte."""
     from cudalearn.trace import trace
 
     kernel, cfg = regblock.build("sim")[name]
@@ -286,7 +284,7 @@ def test_thread_outputs_are_the_rows_and_columns_each_thread_reads(name):
     A = rng.standard_normal((cfg["BM"], cfg["BK"])).astype(np.float32)
     B = rng.standard_normal((cfg["BK"], cfg["BN"])).astype(np.float32)
     rep = trace(kernel, (1, 1), threads, A, B, np.zeros((cfg["BM"], cfg["BN"]), np.float32))
-    read = {"sAt": {}, "sB": {}}  # array -> {lane: set of word offsets read at k = 0}
+    read = {"sAt": {}, "sB": {}}  # array -> {lane: set of byte addresses read at k = 0}
     stored = {"sAt": [], "sB": []}
     for (_, warp, _, occurrence), requests in rep.kept_requests.items():
         for req in requests:
@@ -295,11 +293,32 @@ def test_thread_outputs_are_the_rows_and_columns_each_thread_reads(name):
             elif warp == 0 and occurrence < max(cfg["TM"], cfg["TN"]):  # the first k of the first tile
                 for lane, addr in zip(req.lanes, req.addresses, strict=True):
                     read[req.array].setdefault(lane, set()).add(addr)
-    for t in range(min(threads, 32)):
+    return cfg, read, {array: min(addresses) for array, addresses in stored.items()}
+
+
+@pytest.mark.parametrize(
+    "name", ["regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile"]
+)
+def test_thread_outputs_are_the_rows_and_columns_each_thread_reads(name):
+    """Chapter 6's micro-tile picture: thread_outputs agrees with the traced shared reads of the kernel."""
+    cfg, read, base = _first_step_reads(name)
+    for t in range(min(regblock.threads_per_block(name, cfg), 32)):
         rows, cols = regblock.thread_outputs(name, cfg, t)
-        got_rows = sorted((a - min(stored["sAt"])) // 4 for a in read["sAt"][t])
-        got_cols = sorted((a - min(stored["sB"])) // 4 for a in read["sB"][t])
+        got_rows = sorted((a - base["sAt"]) // 4 for a in read["sAt"][t])
+        got_cols = sorted((a - base["sB"]) // 4 for a in read["sB"][t])
         assert sorted(rows) == got_rows and sorted(cols) == got_cols, (t, rows, got_rows, cols, got_cols)
+
+
+@pytest.mark.parametrize("name", ["regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile"])
+def test_warp_read_runs_counts_the_16_byte_runs_a_warp_reads(name):
+    """Chapter 6's table of runs a step along k: warp_read_runs agrees with the traced reads of warp 0."""
+    cfg, read, base = _first_step_reads(name)
+    runs = [len({(a - base[array]) // 16 for lane in read[array].values() for a in lane}) for array in read]
+    assert regblock.warp_read_runs(name, cfg) == tuple(runs)
+    with pytest.raises(ValueError, match="16-byte runs"):
+        regblock.warp_read_runs("regblock_2d_simple", cfg)
+    with pytest.raises(ValueError, match="warp 9 is not in a block"):
+        regblock.warp_read_runs(name, cfg, warp=9)
 
 
 def test_the_gemm_goal_needs_85_percent_of_cublas_and_to_beat_triton():

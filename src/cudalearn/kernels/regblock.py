@@ -484,6 +484,27 @@ def thread_outputs(kernel_name, cfg, t):
     return [offset(i, r0, RY) for i in range(cfg["TM"])], [offset(j, c0, RX) for j in range(cfg["TN"])]
 
 
+def warp_read_runs(kernel_name, cfg, warp=0):
+    """(A, B): distinct 16-byte runs of sAt and of sB that warp `warp` reads at one step along k (Chapter 6).
+
+    For the last three kernels, whose threads read their rows and columns four at a time: each group
+    of four is one aligned run, read with one 128-bit shared load, and a warp's shared traffic per
+    step along k is 16 * (A + B) bytes. Counted from `thread_outputs`, the kernels' own rule.
+    """
+    if kernel_name not in ("regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile"):
+        raise ValueError(f"{kernel_name} does not read its rows and columns in 16-byte runs")
+    first = 32 * warp
+    threads = threads_per_block(kernel_name, cfg)
+    if not 0 <= first < threads:
+        raise ValueError(f"warp {warp} is not in a block of {threads} threads")
+    runs_a, runs_b = set(), set()
+    for t in range(first, min(first + 32, threads)):
+        rows, cols = thread_outputs(kernel_name, cfg, t)
+        runs_a.update(r // VEC for r in rows)
+        runs_b.update(c // VEC for c in cols)
+    return len(runs_a), len(runs_b)
+
+
 def make_regblock_2d_warptile(BM, BN, BK, TM, TN, WM, WN, regs=MAX_REGISTERS):
     """make_regblock_2d_prefetch with each warp owning a WM x WN sub-tile of the block tile (Chapter 6)."""
     return make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=regs, warp=(WM, WN))
