@@ -76,7 +76,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cudalearn import multigpu, precision
-from cudalearn.dist_program import barrier, run_info, slowest_ms, start, write_run
+from cudalearn.dist_program import COMPUTE_DTYPES, DTYPES, barrier, run_info, slowest_ms, start, write_run
 from cudalearn.nn.op_costs import op_flops
 from cudalearn.nn.training import make_optimizer, train_step
 from cudalearn.nn.vit import ViT, parameters
@@ -90,8 +90,6 @@ MODELS = {
     # about twenty thousand parameters: the CPU tests' model
     "tiny": dict(image=16, patch=4, channels=3, dim=32, depth=2, heads=2, mlp_ratio=2, classes=10),
 }
-#: The compute dtypes: float32 (true FP32 on GPUs) or bfloat16 under autocast.
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 #: Defaults per backend: (model, images per process, timed steps, warm-up steps, timed loops, dtype).
 DEFAULTS = {"nccl": ("vit-b16", [64, 16], 20, 5, 3, "bfloat16"), "gloo": ("tiny", [4], 2, 2, 1, "float32")}
 #: The bucket sizes swept by default (MiB); 'default' is DDP's own choice (25 MiB, first bucket 1 MiB).
@@ -376,7 +374,7 @@ def parse(argv=None) -> argparse.Namespace:
         "--no-overlap", action="store_true", help="also time the step with the all-reduce after the backward"
     )
     p.add_argument(
-        "--dtype", choices=list(DTYPES), help="compute dtype (bfloat16: autocast); default bfloat16 on GPUs"
+        "--dtype", choices=COMPUTE_DTYPES, help="compute dtype (bfloat16: autocast); default bfloat16 on GPUs"
     )
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW's learning rate")
     p.add_argument("--seed", type=int, default=0)

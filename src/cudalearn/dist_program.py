@@ -20,6 +20,11 @@ import torch.distributed as dist
 
 from cudalearn import multigpu
 
+#: Chapter 11's dtypes by name: float32 (true FP32: TF32 off), bfloat16, and float64 (the checks').
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
+#: What the --dtype of ddp_scaling and fsdp_fit names: float32, or bfloat16 under autocast (no float64).
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
 
 def choose_backend(requested: str, local_world: int, gpus: int) -> str:
     """Chapter 11: 'nccl' or 'gloo' for `local_world` processes per node that see `gpus` GPUs.
