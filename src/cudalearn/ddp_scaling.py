@@ -78,7 +78,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from cudalearn import multigpu, precision
 from cudalearn.dist_program import COMPUTE_DTYPES, DTYPES, barrier, run_info, slowest_ms, start, write_run
 from cudalearn.nn.op_costs import op_flops
-from cudalearn.nn.training import make_optimizer, train_step
+from cudalearn.nn.training import ADAMW_WEIGHT_DECAY, make_optimizer, train_step
 from cudalearn.nn.vit import ViT, parameters
 
 #: Chapter 11's models: keyword arguments of Chapter 9's `ViT`, by name.
@@ -419,7 +419,7 @@ def main(argv=None) -> None:
                 "model": args.model,
                 "model_config": MODELS[args.model],
                 "dtype": args.dtype,
-                "optimizer": f"AdamW (lr {args.lr:g})",
+                "optimizer": f"AdamW (lr {args.lr:g}, weight decay {ADAMW_WEIGHT_DECAY:g})",
                 "batch_per_process": args.batch,
                 "costs": costs,
                 "steps": args.steps,

@@ -90,7 +90,7 @@ from cudalearn.ddp_scaling import (
 )
 from cudalearn.dist_program import COMPUTE_DTYPES, DTYPES, barrier, gather, run_info, start, write_run
 from cudalearn.nn.step_memory import memory_cap
-from cudalearn.nn.training import make_optimizer, train_step
+from cudalearn.nn.training import ADAMW_WEIGHT_DECAY, make_optimizer, train_step
 from cudalearn.nn.vit import ViT
 
 #: Bytes per parameter of (parameters, gradients, optimiser state) with Adam (ZeRO, section 3.1).
@@ -375,7 +375,7 @@ def main(argv=None) -> None:
                 "model_config": MODELS[args.model],
                 "params": n,
                 "dtype": args.dtype,
-                "optimizer": f"AdamW (lr {args.lr:g})",
+                "optimizer": f"AdamW (lr {args.lr:g}, weight decay {ADAMW_WEIGHT_DECAY:g})",
                 "batch_per_process": args.batch,
                 "steps": args.steps,
                 "cap_bytes": cap,
