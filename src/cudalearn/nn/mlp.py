@@ -381,7 +381,11 @@ def torch_model(params):
 
 
 class TorchMLP:
-    """The same network in PyTorch: nn.Linear, F.cross_entropy, optim.SGD; FP32, TF32 off (Chapter 5)."""
+    """The same network in PyTorch: nn.Linear, F.cross_entropy, optim.SGD; FP32, TF32 off (Chapter 5).
+
+    `step` and `logits` compute in true FP32, as the Numba networks do, inside
+    `precision.fp32()`: PyTorch's TF32 settings are put back after each call.
+    """
 
     name = "torch"
     data_class = TorchData
@@ -389,7 +393,6 @@ class TorchMLP:
     def __init__(self, params, batch: int, lr: float):
         import torch
 
-        precision.set_fp32()  # TF32 off for the rest of the session: true FP32, as the Numba networks
         self.batch, self.lr = batch, lr
         self.model = torch_model(params)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=lr)
@@ -407,13 +410,14 @@ class TorchMLP:
 
     def step(self, X, y, losses, s: int) -> None:
         """One SGD step on the batch (X (batch, d), y (batch,) int64); stores its loss in losses[s]."""
-        losses[s] = train_step(self.model, self.opt, X, y)
+        with precision.fp32():
+            losses[s] = train_step(self.model, self.opt, X, y)
 
     def logits(self, X) -> np.ndarray:
         """Logits (n, classes) of rows X (n, d), computed `batch` rows at a time."""
         import torch
 
-        with torch.no_grad():
+        with torch.no_grad(), precision.fp32():
             parts = [self.model(X[s : s + self.batch]) for s in range(0, X.shape[0], self.batch)]
             return torch.cat(parts).cpu().numpy()
 
