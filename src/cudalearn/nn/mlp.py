@@ -31,7 +31,7 @@ import math
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -383,8 +383,10 @@ def torch_model(params):
 class TorchMLP:
     """The same network in PyTorch: nn.Linear, F.cross_entropy, optim.SGD; FP32, TF32 off (Chapter 5).
 
-    `step` and `logits` compute in true FP32, as the Numba networks do, inside
-    `precision.fp32()`: PyTorch's TF32 settings are put back after each call.
+    It computes in true FP32, as the Numba networks do, inside `computing(net)`
+    (`precision.fp32()`), which `train` and the timings of `bench.shallow_net`
+    enter once per run, so no step pays for switching; PyTorch's TF32 settings
+    are put back after it. `logits` enters it itself.
     """
 
     name = "torch"
@@ -410,8 +412,7 @@ class TorchMLP:
 
     def step(self, X, y, losses, s: int) -> None:
         """One SGD step on the batch (X (batch, d), y (batch,) int64); stores its loss in losses[s]."""
-        with precision.fp32():
-            losses[s] = train_step(self.model, self.opt, X, y)
+        losses[s] = train_step(self.model, self.opt, X, y)
 
     def logits(self, X) -> np.ndarray:
         """Logits (n, classes) of rows X (n, d), computed `batch` rows at a time."""
@@ -436,6 +437,11 @@ def permutations(n: int, epochs: int, seed: int = 0) -> list[np.ndarray]:
     """The int32 row orders of `epochs` epochs: the same for every network trained with this seed."""
     rng = np.random.default_rng(seed)
     return [rng.permutation(n).astype(np.int32) for _ in range(epochs)]
+
+
+def computing(net):
+    """The context `net`'s steps run in: `precision.fp32()` for TorchMLP, else none (Chapter 5)."""
+    return precision.fp32() if isinstance(net, TorchMLP) else nullcontext()
 
 
 def train(
@@ -469,7 +475,7 @@ def train(
     eval_rows = dd.n_train if eval_rows is None else min(eval_rows, dd.n_train)
     t0 = time.perf_counter()
     bar = tqdm(total=epochs * steps, desc=f"{net.name} training", unit="step", disable=not progress)
-    with quiet_grids():
+    with quiet_grids(), computing(net):
         for epoch, perm in enumerate(permutations(dd.n_train, epochs, seed)):
             dd.shuffle(perm)
             for s in range(steps):
