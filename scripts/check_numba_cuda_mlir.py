@@ -4,20 +4,16 @@ numba-cuda-mlir (NVIDIA's successor of numba-cuda, import name `numba_cuda_mlir`
 `numba.cuda`: its `cuda` module is `numba_cuda_mlir.cuda`, and it never imports numba. The course's
 kernel modules take `cuda` and numba's scalar types from `cudalearn.numba_backend`, which gives
 numba-cuda-mlir's in gpu mode when it is installed. This script forces that choice
-(`CUDALEARN_NUMBA=numba-cuda-mlir`, in the 'compile' mode: no GPU needed) and compiles, in two
-ways (`--bridge`; both by default, each a section of the report):
-
-* `course`: the course as it is, through `cudalearn.numba_backend`. Each kernel is compiled by the
-  package its own `cuda` comes from (`numba_backend.cuda_of`): numba-cuda-mlir for the modules on
-  the bridge, numba-cuda for a module that still imports `numba` itself (the report names them).
-* `shim`: as `course`, and a module that still imports `numba` gets a stand-in `numba` package whose
-  every name (`cuda`, `float32`, `uint32`, `int64`, `config`, `numba.cuda.libdevice`) comes from
-  numba-cuda-mlir (`config.ENABLE_CUDASIM` is added, 0: its config has no simulator switch): every
-  kernel on numba-cuda-mlir, what the course gives once every module takes its names from the bridge.
+(`CUDALEARN_NUMBA=numba-cuda-mlir`, in the 'compile' mode: no GPU needed) and compiles the course as
+it is. Each kernel is compiled by the package its own `cuda` comes from (`numba_backend.cuda_of`):
+numba-cuda-mlir for the modules on the bridge, numba-cuda for a module that imports `numba` itself
+(the report names them; tests/test_numba_backend.py keeps that list empty).
 
 (An earlier run redirected only `numba.cuda` and kept numba 0.68's `float32`: 11 of the 66 kernels
 compiled, the others failed with "Untyped global name 'float32'", which is why the bridge gives the
-scalar types too.)
+scalar types too. A second section, `shim`, also gave the modules that imported `numba` themselves a
+stand-in `numba` from numba-cuda-mlir; once every module took its names from the bridge it compiled
+exactly what the course does and repeated its table, so it is gone.)
 
 Each kernel module found by `cudalearn.kernels.kernel_modules()` is compiled in a child process (a
 crash of the compiler costs one module, not the run), every kernel of its `SIGNATURES` with
@@ -35,8 +31,8 @@ Run it from the repository root with a Python that has numba-cuda-mlir beside nu
     PYTHONPATH=src /tmp/mlirvenv/bin/python scripts/check_numba_cuda_mlir.py \\
         --out data/numba-cuda-mlir/compile-report.md --log data/numba-cuda-mlir/compile-log.txt
 
-It writes a Markdown report (per bridge: the failures by cause, then kernel x target: ok, or the
-number of its cause) and a raw log with the last traceback lines of each cause; it exits 0 whatever
+It writes a Markdown report (the failures by cause, then kernel x target: ok, or the number of
+its cause) and a raw log with the last traceback lines of each cause; it exits 0 whatever
 compiles (the report is the result). `--modules` limits it to some kernel modules.
 """
 
@@ -52,7 +48,6 @@ import sys
 import tempfile
 import time
 import traceback
-import types
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -67,26 +62,12 @@ def _version(dist):
         return None
 
 
-def install_bridge(kind):
-    """Force cudalearn.numba_backend to numba-cuda-mlir, compile mode; for 'shim', also replace `numba`."""
+def install_bridge():
+    """Force cudalearn.numba_backend to numba-cuda-mlir, in compile mode."""
     from cudalearn.device import MODE_ENV
     from cudalearn.numba_backend import ENV, NUMBA_CUDA_MLIR
 
     os.environ[MODE_ENV], os.environ[ENV] = "compile", NUMBA_CUDA_MLIR
-    if kind == "shim":
-        from numba_cuda_mlir import cuda
-
-        numba = types.ModuleType("numba")
-        numba.__path__ = []  # a package, so `from numba.cuda import libdevice` resolves through sys.modules
-        for name in dir(cuda):
-            if not name.startswith("_"):
-                setattr(numba, name, getattr(cuda, name))
-        config = types.ModuleType("numba.config")
-        config.__dict__.update({k: v for k, v in vars(cuda.config).items() if not k.startswith("__")})
-        config.ENABLE_CUDASIM = 0  # the course reads it; numba-cuda-mlir has no simulator
-        numba.config, numba.cuda = config, cuda
-        sys.modules.update({"numba": numba, "numba.cuda": cuda, "numba.cuda.libdevice": cuda.libdevice})
-        sys.modules["numba.config"] = config
     import cudalearn
 
     cudalearn.setup("compile", quiet=True)
@@ -131,16 +112,16 @@ def _ptxas(ptx, cc):
     return None if run.returncode == 0 else (run.stderr.strip().splitlines() or ["ptxas failed"])[0][:300]
 
 
-def worker(module, bridge):
+def worker(module):
     """Compile one module's kernels for every target; print one JSON line {key: result}."""
     out = {}
     try:
-        install_bridge(bridge)
+        install_bridge()
         import numba_cuda_mlir.tools as tools
 
         gpu = _gpu_present()
         mod = importlib.import_module(module)
-    except Exception as e:  # the module cannot even be imported under this bridge
+    except Exception as e:  # the module cannot even be imported with numba-cuda-mlir
         out[f"{module}.*"] = {"error": _first_line(e), "trace": traceback.format_exc()[-3000:]}
         print(json.dumps(out))
         return
@@ -189,11 +170,11 @@ def _compile(mod, name, sig, cc):
     return cuda.compile_ptx(getattr(kernel, "py_func", kernel), sig, cc=cc)[0]
 
 
-def run_all(modules, bridge, timeout):
+def run_all(modules, timeout):
     """{key: result} for every module, each compiled by a child process of this script."""
     results = {}
     for module in modules:
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", module, "--bridge", bridge]
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", module]
         print(f"compiling {module} ...", flush=True)
         try:
             env = {**os.environ, "NUMBA_CUDA_MLIR_ICE_FULL_TB": "1"}  # the compiler's error, not a pointer
@@ -210,10 +191,8 @@ def run_all(modules, bridge, timeout):
     return results
 
 
-BRIDGES = {
-    "course": "the course's imports as they are, `cudalearn.numba_backend` forced to numba-cuda-mlir",
-    "shim": "as `course`, and every name of `numba` from numba-cuda-mlir for the modules that import numba",
-}
+#: The report's one section: what it compiled.
+COMPILED = "the course's kernels as they are, `cudalearn.numba_backend` forced to numba-cuda-mlir"
 
 
 def direct_importers(modules):
@@ -229,10 +208,10 @@ def direct_importers(modules):
     return found
 
 
-def section(results, bridge, seconds, direct=()):
-    """One bridge's part of the report: counts, the failures grouped by cause, one row per kernel.
+def section(results, seconds, direct=()):
+    """The report's results: counts, the failures grouped by cause, one row per kernel.
 
-    `direct`: the modules that import numba themselves (named in the `course` section).
+    `direct`: the modules that import numba themselves, named above the table.
     """
     rows, kernels = [], {}
     for key, res in results.items():
@@ -263,7 +242,7 @@ def section(results, bridge, seconds, direct=()):
     by_mlir = sum(1 for r in results.values() if r.get("compiler") == "numba-cuda-mlir")
     ok_mlir = sum(1 for r in results.values() if r.get("ok") and r.get("compiler") == "numba-cuda-mlir")
     head = [
-        f"## Bridge `{bridge}`: {BRIDGES[bridge]}",
+        f"## Compiled: {COMPILED}",
         "",
         f"**{ok} of {len(results)} compiles succeeded** ({len(kernels)} kernels x sm_75, sm_90, "
         f"{seconds:.0f} s); {assembled} of them assembled by ptxas for their target. "
@@ -276,8 +255,7 @@ def section(results, bridge, seconds, direct=()):
         head += [
             f"Modules that import `numba` themselves, not `cudalearn.numba_backend`: {names}. Their "
             "kernels are compiled by numba-cuda here, and any of them that calls a device function "
-            "of a module on the bridge (now a numba-cuda-mlir function) fails to type; the `shim` "
-            "section shows them on numba-cuda-mlir.",
+            "of a module on the bridge (now a numba-cuda-mlir function) fails to type.",
             "",
         ]
     if causes:
@@ -288,14 +266,14 @@ def section(results, bridge, seconds, direct=()):
     return "\n".join(head + rows) + "\n"
 
 
-def header(bridges):
+def header():
     """The report's title, what wrote it, where and with which versions."""
     dists = ("numba-cuda-mlir", "numba", "numba-cuda", "numpy", "cuda-bindings", "cuda-toolkit")
     return "\n".join(
         [
             "# numba-cuda-mlir: the course's kernels compiled to PTX",
             "",
-            f"Written by `scripts/check_numba_cuda_mlir.py --bridge {' '.join(bridges)}` on "
+            "Written by `scripts/check_numba_cuda_mlir.py` on "
             f"{time.strftime('%Y-%m-%d')} ({platform.machine()}, "
             f"{'a GPU present' if _gpu_present() else 'no GPU: the target capability preset'}).",
             "",
@@ -314,13 +292,12 @@ def main(argv=None):
     parser.add_argument("--out", default="data/numba-cuda-mlir/compile-report.md", help="Markdown report")
     parser.add_argument("--log", default="data/numba-cuda-mlir/compile-log.txt", help="raw log (tracebacks)")
     parser.add_argument("--json", default=None, help="also write the results as JSON here")
-    parser.add_argument("--bridge", nargs="+", choices=tuple(BRIDGES), default=list(BRIDGES))
     parser.add_argument("--modules", nargs="*", help="kernel modules (default: every one the course has)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per module")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.bridge[0])
+        worker(args.worker)
         return 0
     if _version("numba-cuda-mlir") is None:
         print("numba-cuda-mlir is not installed in this Python: see this script's docstring", file=sys.stderr)
@@ -329,35 +306,23 @@ def main(argv=None):
 
     modules = args.modules or kernel_modules()
     direct = direct_importers(modules)
-    text, log, everything = header(args.bridge), [], {}
-    for bridge in args.bridge:
-        start = time.perf_counter()
-        results = everything[bridge] = run_all(modules, bridge, args.timeout)
-        text += "\n" + section(
-            results, bridge, time.perf_counter() - start, direct if bridge == "course" else ()
-        )
-        traced = set()  # one traceback per cause; the other kernels that hit it are listed
-        for key, res in sorted(results.items()):
-            if not res.get("ok") and res["error"] not in traced:
-                traced.add(res["error"])
-                same = sorted(k for k, r in results.items() if r.get("error") == res["error"] and k != key)
-                log += [
-                    f"### {bridge}: {key}",
-                    "",
-                    res["error"],
-                    "",
-                    "```",
-                    res.get("trace", "").strip(),
-                    "```",
-                ]
-                log += ["", f"The same error: {', '.join(same) or 'no other compile'}.", ""]
+    start = time.perf_counter()
+    results = run_all(modules, args.timeout)
+    text, log = header() + "\n" + section(results, time.perf_counter() - start, direct), []
+    traced = set()  # one traceback per cause; the other kernels that hit it are listed
+    for key, res in sorted(results.items()):
+        if not res.get("ok") and res["error"] not in traced:
+            traced.add(res["error"])
+            same = sorted(k for k, r in results.items() if r.get("error") == res["error"] and k != key)
+            log += [f"### {key}", "", res["error"], "", "```", res.get("trace", "").strip(), "```"]
+            log += ["", f"The same error: {', '.join(same) or 'no other compile'}.", ""]
     for path in (args.out, args.log, args.json):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     Path(args.log).write_text("\n".join([text, "## Failures: the last lines of each traceback", "", *log]))
     if args.json:
-        Path(args.json).write_text(json.dumps(everything, indent=1, sort_keys=True))
+        Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True))
     print(text)
     return 0
 

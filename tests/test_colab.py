@@ -1,6 +1,7 @@
 """The first cell on a simulated Colab: it installs the pinned course once per runtime; else only setup()."""
 
 import importlib.metadata
+import re
 import subprocess
 import sys
 import tomllib
@@ -101,6 +102,17 @@ def test_the_pins_agree_with_constraints_and_pyproject():
     assert pins["numba-cuda"] == colab.NUMBA_CUDA
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert version == cudalearn.__version__ == colab.version()
+
+
+def test_the_readme_names_the_tag_and_pin_that_colab_installs():
+    """README's "On Colab" section is written by hand: its link, tag and numba-cuda pin follow colab.py."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## On Colab\n", 1)[1].split("\n## ", 1)[0]
+    assert colab.colab_url("book/00-setup.ipynb") in section
+    assert f"`numba-cuda[cu12]=={colab.NUMBA_CUDA}`" in section
+    assert f"the course's tag (`v{colab.version()}`)" in section
+    tags = set(re.findall(r"\bv\d+(?:\.\d+)+\w*", readme))
+    assert tags == {f"v{colab.version()}"}, f"README.md names {sorted(tags)}; Colab gets v{colab.version()}"
 
 
 def test_badges_open_the_notebook_itself_at_the_pinned_version():

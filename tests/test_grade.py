@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -274,6 +275,35 @@ def test_a_frame_over_the_limit_is_refused():
         wire.recv(r, limit=1 << 20)
     os.close(r)
     os.close(w)
+
+
+def test_a_process_that_stops_reading_cannot_hold_the_judge_past_its_deadline(monkeypatch):
+    """A request larger than a pipe holds, to a process that never reads: a cell's time limit, in time."""
+    from cudalearn.grading.channel import Channel
+
+    monkeypatch.setattr(wire, "STALL_SECONDS", 5.0)  # what the send waited without a deadline
+    r, w = os.pipe()
+    os.set_blocking(w, False)  # as the judge's end of a sandbox's pipe
+
+    class Box:  # the student's process: it never reads its end of the pipe
+        seq, to_child, killed = 0, w, False
+
+        def kill(self):
+            self.killed = True
+
+        def receive(self, deadline):
+            raise AssertionError("the request cannot have been sent whole")
+
+    channel = Channel({"limits": {}, "cell_timeout": 0.5, "timeout": 60, "names": {}}, {})
+    channel._start_cell_clock()
+    box, start = Box(), time.monotonic()
+    try:
+        with pytest.raises(errors.TimeLimit, match=r"a cell's time limit was reached \(0.5 s\)"):
+            channel._exchange(box, {"op": "exec", "name": "ex1", "code": ""}, [bytes(1 << 22)])
+    finally:
+        os.close(r)
+        os.close(w)
+    assert time.monotonic() - start < 2.5 and box.killed
 
 
 def test_student_exceptions_come_back_as_builtin_types_only():

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from cudalearn import checks, datasets
+from cudalearn import checks, datasets, precision
 from cudalearn.bench import fused_layer, shallow_net
 from cudalearn.nn import epoch_data, mlp, training
 
@@ -195,6 +195,31 @@ def test_train_records_history_and_accuracy(tiny):
     assert len(fig.axes) == 2
     with pytest.raises(ValueError, match="larger than"):
         mlp.train(mlp.TorchMLP(params, 64, 0.3), tiny, 1, progress=False)
+
+
+def test_torch_mlp_computes_in_fp32_and_leaves_the_tf32_settings_as_they_were(tiny, monkeypatch):
+    import torch
+
+    before = precision.settings()
+    torch.set_float32_matmul_precision("high")  # TF32 allowed in matrix products, as on an Ampere default
+    torch.backends.cudnn.allow_tf32 = True
+    seen = precision.settings()
+    inside = []
+
+    def recording_step(*args):
+        inside.append(precision.settings())
+        return training.train_step(*args)
+
+    monkeypatch.setattr(mlp, "train_step", recording_step)
+    try:
+        net = mlp.TorchMLP(mlp.init_params(mlp.layer_sizes(tiny.features, 16)), 16, 0.3)
+        assert precision.settings() == seen, "building the network changed PyTorch's TF32 settings"
+        mlp.train(net, tiny, 1, progress=False)
+        assert precision.settings() == seen, "training changed PyTorch's TF32 settings for the whole process"
+        fp32 = {"matmul_allow_tf32": False, "cudnn_allow_tf32": False, "float32_matmul_precision": "highest"}
+        assert inside == [fp32, fp32], "each step computes in true FP32"
+    finally:
+        precision.restore(before)
 
 
 # What the chapter times ------------------------------------------------------------------------

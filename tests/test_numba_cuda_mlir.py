@@ -116,19 +116,25 @@ def test_numba_cuda_mlir_compiling_the_kernels_is_a_warning_that_says_why_what_w
     assert "not used here" not in text
 
 
-def _sections(text):
-    """{bridge: (compiles ok, compiles, kernels, numba-cuda-mlir's ok, given to numba-cuda-mlir)}."""
+def _counts(text):
+    """A compile report's (compiles ok, compiles, kernels, numba-cuda-mlir's ok, given to numba-cuda-mlir)."""
     pattern = (
-        r"## Bridge `(\w+)`.*?\*\*(\d+) of (\d+) compiles succeeded\*\* \((\d+) kernels.*?"
+        r"\*\*(\d+) of (\d+) compiles succeeded\*\* \((\d+) kernels.*?"
         r"numba-cuda-mlir compiled (\d+) of the (\d+)"
     )
-    return {m[0]: tuple(map(int, m[1:])) for m in re.findall(pattern, text, re.S)}
+    (found,) = re.findall(pattern, text, re.S)
+    return tuple(map(int, found))
+
+
+def _kernel_rows(text):
+    """The kernels of a compile report's table, in its order."""
+    return re.findall(r"^\| `(cudalearn\.kernels\.[\w.]+)` \|", text, re.M)
 
 
 def test_the_status_the_doctor_prints_is_the_stored_compile_report():
     text = REPORT.read_text()
     version = re.search(r"numba-cuda-mlir (\d+\.\d+\.\d+)", text).group(1)
-    (ok, total, kernels, mlir_ok, mlir_given) = _sections(text)["course"]
+    (ok, total, kernels, mlir_ok, mlir_given) = _counts(text)
     assert total == 2 * kernels, "every kernel compiled for sm_75 and sm_90"
     status = toolchain.NUMBA_CUDA_MLIR_STATUS
     assert status.startswith(f"numba-cuda-mlir {version} has no simulator")
@@ -136,6 +142,27 @@ def test_the_status_the_doctor_prints_is_the_stored_compile_report():
         assert f"all {kernels} kernels compile" in status
         return
     assert f"{ok // 2} of the {kernels} kernels compile" in status
-    course = text.split("## Bridge `shim`")[0]
-    failing = set(re.findall(r"^\| `cudalearn\.kernels\.\w+\.(\w+)` \| FAIL", course, re.M))
+    failing = set(re.findall(r"^\| `cudalearn\.kernels\.\w+\.(\w+)` \| FAIL", text, re.M))
     assert failing and all(name in status for name in failing), failing
+
+
+def test_the_compile_report_has_one_table_of_every_kernel_once():
+    """The report the script writes, and the stored one: one summary and one row per kernel, no repeat."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_mlir", ROOT / "scripts" / "check_numba_cuda_mlir.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    results = {
+        f"cudalearn.kernels.k.{name}@{sm}": {"ok": True, "compiler": "numba-cuda-mlir", "ptx_lines": 9}
+        for name in ("a", "b")
+        for sm in ("sm_75", "sm_90")
+    }
+    results["cudalearn.kernels.k.b@sm_90"] = {"error": "TypingError: x", "compiler": "numba-cuda-mlir"}
+    written = script.section(results, 1.0)
+    assert _counts(written) == (3, 4, 2, 3, 4)
+    assert _kernel_rows(written) == ["cudalearn.kernels.k.a", "cudalearn.kernels.k.b"]
+    assert "| `cudalearn.kernels.k.b` | ok (9 PTX lines) | FAIL [1] |" in written
+    stored = REPORT.read_text()
+    rows = _kernel_rows(stored)
+    assert len(rows) == len(set(rows)) == _counts(stored)[2], "a kernel listed twice, or a table repeated"

@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from cudalearn import ddp_scaling, fsdp_fit, multigpu, parallel_runs
+from cudalearn import ddp_scaling, dist_program, fsdp_fit, multigpu, parallel_runs, tp_step
 
 # two batch sizes; buckets of 0.01 MiB (the tiny model's gradients in 5) and DDP's default; no overlap
 DDP_ARGS = ("--batch", "4,2", "--bucket-mb", "0.01,default", "--no-overlap")
@@ -159,6 +159,16 @@ def test_refuses_nccl_without_gpus(program, tmp_path, monkeypatch):
         program.main(["--out", str(tmp_path), "--backend", "nccl"])
     assert not list(tmp_path.iterdir()) and not dist.is_initialized()
     assert os.environ["NCCL_NVLS_ENABLE"] == "0"
+
+
+def test_the_programs_name_their_dtypes_from_one_table(tmp_path):
+    for program in (tp_step, ddp_scaling, fsdp_fit):
+        assert program.DTYPES is dist_program.DTYPES, program.__name__
+    assert tp_step.parse(["--out", str(tmp_path), "--dtype", "float64"]).dtype == "float64"
+    for program in (ddp_scaling, fsdp_fit):  # autocast has no float64: the option refuses it
+        assert program.parse(["--out", str(tmp_path), "--dtype", "bfloat16"]).dtype == "bfloat16"
+        with pytest.raises(SystemExit):
+            program.parse(["--out", str(tmp_path), "--dtype", "float64"])
 
 
 def test_wrong_options_are_sentences(tmp_path):

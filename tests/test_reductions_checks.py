@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from cudalearn import checks
 from cudalearn.exercises import _reductions_mistakes as mistakes
 from cudalearn.exercises import reductions
 
@@ -26,7 +27,9 @@ def test_gamma_bounds_a_float32_sum():
     acc = np.float32(0)
     for v in x:
         acc = np.float32(acc + v)
-    assert abs(float(acc) - x.astype(np.float64).sum()) <= reductions._gamma(4095) * np.abs(x).sum()
+    assert abs(float(acc) - x.astype(np.float64).sum()) <= checks.gamma(4095) * np.abs(x).sum()
+    assert checks.gamma(1) == checks.FLOAT32_ROUNDOFF / (1 - checks.FLOAT32_ROUNDOFF) and checks.gamma(0) == 0
+    assert not hasattr(reductions, "_gamma"), "one home for the bound: cudalearn.checks.gamma"
 
 
 def _right(m_a, d_a, m_b, d_b):

@@ -132,6 +132,23 @@ def test_fit_learns_and_reports():
         training.fit_epochs(net, small, epochs=1, lr=0.1, optimizer="lbfgs")
 
 
+def test_adamw_decays_the_weights_as_pytorch_s_adamw_does():
+    """AdamW with no weight decay would be Adam: without one given, it gets torch.optim.AdamW's default."""
+    w = torch.nn.Parameter(torch.ones(3))
+    default = torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))]).defaults["weight_decay"]
+    adamw = training.make_optimizer([w], "adamw", lr=0.1)
+    assert adamw.param_groups[0]["weight_decay"] == default == training.ADAMW_WEIGHT_DECAY > 0
+    assert (
+        training.make_optimizer([w], "adamw", lr=0.1, weight_decay=0.05).param_groups[0]["weight_decay"]
+        == 0.05
+    )
+    assert training.make_optimizer([w], "adamw", lr=0.1, weight_decay=0).param_groups[0]["weight_decay"] == 0
+    assert training.make_optimizer([w], "sgd", lr=0.1).param_groups[0]["weight_decay"] == 0
+    w.grad = torch.zeros(3)  # no gradient: only the decoupled decay moves the weights, by lr * decay
+    adamw.step()
+    assert torch.allclose(w.detach(), torch.full((3,), 1 - 0.1 * default))
+
+
 def test_compare_depths_and_plots():
     data = datasets.digits_split(test=200)
     small = datasets.Split(data.X_train[:128], data.y_train[:128], data.X_test, data.y_test)

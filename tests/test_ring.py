@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cudalearn import multigpu
+from cudalearn import checks, multigpu
 from cudalearn.exercises import parallelism as par
 from cudalearn.ring import CollectiveError, Ring, ThreadGroup, chunk_bounds
 
@@ -52,7 +52,7 @@ def test_a_ring_all_reduce_sums_every_buffer_with_the_ring_formulas_bytes(world,
     got = ring.buffers()
     assert ring.steps == 2 * (world - 1) and ring.pending == 0
     assert all(np.array_equal(got[r], got[0]) for r in range(world))  # the same bits everywhere
-    bound = par._gamma(max(world - 1, 1)) * np.abs(x.astype(np.float64)).sum(axis=0)
+    bound = checks.gamma(max(world - 1, 1)) * np.abs(x.astype(np.float64)).sum(axis=0)
     assert np.all(np.abs(got[0] - x.astype(np.float64).sum(axis=0)) <= bound)
     assert all(ring.holds(r, i) == (1,) * world for r in range(world) for i in range(world))
     formula = multigpu.allreduce_bytes(n, world, 4)

@@ -3,13 +3,14 @@
 import json
 import multiprocessing
 import os
+import platform
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from cudalearn import collectives_bench, dist_program, multigpu, parallel_runs, tp_step
+from cudalearn import collectives_bench, device, dist_program, multigpu, parallel_runs, tp_step
 from cudalearn import tensor_parallel as tp
 from cudalearn.nn.alexnet import Traffic
 
@@ -164,6 +165,19 @@ def test_bus_bandwidth_is_nccl_tests():
 def test_shards_must_split_evenly():
     with pytest.raises(ValueError, match="10 features do not split evenly over 4"):
         tp.shard_size(10, 4)
+
+
+def test_a_cpu_run_names_its_cpu(monkeypatch):
+    """run_info on the CPU says which CPU, even where platform.processor() is empty (most Linux systems)."""
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        info = dist_program.run_info("gloo", torch.device("cpu"))
+    finally:
+        dist.destroy_process_group()
+    assert info["device"] == f"CPU ({device.cpu_name()})" and "?" not in info["device"]
+    assert platform.machine() in info["device"]
 
 
 def test_collectives_bench_runs_with_gloo(tmp_path):

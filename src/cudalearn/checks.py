@@ -127,6 +127,18 @@ def matmul_tol(k: int) -> dict[str, float]:
     return {"rtol": 1e-4, "atol": 1e-4 * math.sqrt(k)}
 
 
+#: float32's unit roundoff: one rounding to nearest has relative error at most this (Chapters 10-11).
+FLOAT32_ROUNDOFF = 2.0**-24
+
+
+def gamma(k: int) -> float:
+    """Higham's gamma_k = k u / (1 - k u): bounds the relative error of k float32 roundings (Chapters 10-11).
+
+    A float32 sum of k + 1 terms, in any order, is within gamma_k * sum |x| of the exact sum.
+    """
+    return k * FLOAT32_ROUNDOFF / (1 - k * FLOAT32_ROUNDOFF)
+
+
 def tile_hint(shape: Sequence[int], tiles: int | Sequence[int]) -> tuple[int, ...]:
     """check_close's `block` for a tiled output: each axis's tile, 0 where one tile covers it (labs 3-6).
 

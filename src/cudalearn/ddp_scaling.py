@@ -76,9 +76,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cudalearn import multigpu, precision
-from cudalearn.dist_program import barrier, run_info, slowest_ms, start, write_run
+from cudalearn.dist_program import COMPUTE_DTYPES, DTYPES, barrier, run_info, slowest_ms, start, write_run
 from cudalearn.nn.op_costs import op_flops
-from cudalearn.nn.training import make_optimizer, train_step
+from cudalearn.nn.training import ADAMW_WEIGHT_DECAY, make_optimizer, train_step
 from cudalearn.nn.vit import ViT, parameters
 
 #: Chapter 11's models: keyword arguments of Chapter 9's `ViT`, by name.
@@ -90,8 +90,6 @@ MODELS = {
     # about twenty thousand parameters: the CPU tests' model
     "tiny": dict(image=16, patch=4, channels=3, dim=32, depth=2, heads=2, mlp_ratio=2, classes=10),
 }
-#: The compute dtypes: float32 (true FP32 on GPUs) or bfloat16 under autocast.
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 #: Defaults per backend: (model, images per process, timed steps, warm-up steps, timed loops, dtype).
 DEFAULTS = {"nccl": ("vit-b16", [64, 16], 20, 5, 3, "bfloat16"), "gloo": ("tiny", [4], 2, 2, 1, "float32")}
 #: The bucket sizes swept by default (MiB); 'default' is DDP's own choice (25 MiB, first bucket 1 MiB).
@@ -376,7 +374,7 @@ def parse(argv=None) -> argparse.Namespace:
         "--no-overlap", action="store_true", help="also time the step with the all-reduce after the backward"
     )
     p.add_argument(
-        "--dtype", choices=list(DTYPES), help="compute dtype (bfloat16: autocast); default bfloat16 on GPUs"
+        "--dtype", choices=COMPUTE_DTYPES, help="compute dtype (bfloat16: autocast); default bfloat16 on GPUs"
     )
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW's learning rate")
     p.add_argument("--seed", type=int, default=0)
@@ -421,7 +419,7 @@ def main(argv=None) -> None:
                 "model": args.model,
                 "model_config": MODELS[args.model],
                 "dtype": args.dtype,
-                "optimizer": f"AdamW (lr {args.lr:g})",
+                "optimizer": f"AdamW (lr {args.lr:g}, weight decay {ADAMW_WEIGHT_DECAY:g})",
                 "batch_per_process": args.batch,
                 "costs": costs,
                 "steps": args.steps,

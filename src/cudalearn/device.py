@@ -239,6 +239,20 @@ def torch_device() -> str:
     return "cuda" if mode() == "gpu" else "cpu"
 
 
+def cpu_name() -> str:
+    """This machine's CPU: its model where the system names it (Linux), and its architecture (Chapter 11)."""
+    import platform
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            model = next((line.partition(":")[2].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    parts = dict.fromkeys(p for p in (model or platform.processor(), platform.machine()) if p)
+    return ", ".join(parts) or "model unknown"
+
+
 @contextlib.contextmanager
 def one_torch_thread():
     """PyTorch on one CPU thread in the block (Chapters 8-9's checks: small models run faster)."""

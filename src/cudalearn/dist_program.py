@@ -19,6 +19,12 @@ import torch
 import torch.distributed as dist
 
 from cudalearn import multigpu
+from cudalearn.device import cpu_name
+
+#: Chapter 11's dtypes by name: float32 (true FP32: TF32 off), bfloat16, and float64 (the checks').
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
+#: What the --dtype of ddp_scaling and fsdp_fit names: float32, or bfloat16 under autocast (no float64).
+COMPUTE_DTYPES = ("float32", "bfloat16")
 
 
 def choose_backend(requested: str, local_world: int, gpus: int) -> str:
@@ -83,7 +89,7 @@ def run_info(backend: str, device: torch.device) -> dict:
         "world": world,
         "nodes": world // local_world,
         "backend": backend,
-        "device": torch.cuda.get_device_name(device) if cuda else f"CPU ({platform.processor() or '?'})",
+        "device": torch.cuda.get_device_name(device) if cuda else f"CPU ({cpu_name()})",
         "versions": {
             "torch": torch.__version__,
             "cuda": torch.version.cuda,

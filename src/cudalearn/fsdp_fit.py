@@ -82,16 +82,15 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cudalearn import multigpu, precision
 from cudalearn.ddp_scaling import (
-    DTYPES,
     MODELS,
     AutocastForward,
     free_memory,
     make_model,
     synthetic_batch,
 )
-from cudalearn.dist_program import barrier, gather, run_info, start, write_run
+from cudalearn.dist_program import COMPUTE_DTYPES, DTYPES, barrier, gather, run_info, start, write_run
 from cudalearn.nn.step_memory import memory_cap
-from cudalearn.nn.training import make_optimizer, train_step
+from cudalearn.nn.training import ADAMW_WEIGHT_DECAY, make_optimizer, train_step
 from cudalearn.nn.vit import ViT
 
 #: Bytes per parameter of (parameters, gradients, optimiser state) with Adam (ZeRO, section 3.1).
@@ -318,7 +317,7 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--model", choices=list(MODELS), help="default: vit-1b with NCCL, tiny with gloo")
     p.add_argument("--batch", type=int, help="images per process (default: 4)")
     p.add_argument("--steps", type=int, help="training steps of each attempt (default: 3)")
-    p.add_argument("--dtype", choices=list(DTYPES), help="compute dtype; default bfloat16 on GPUs")
+    p.add_argument("--dtype", choices=COMPUTE_DTYPES, help="compute dtype; default bfloat16 on GPUs")
     p.add_argument("--cap-gib", default="auto", help="GPU memory cap per process in GiB, 'auto' or 'none'")
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW's learning rate")
     p.add_argument("--seed", type=int, default=0)
@@ -376,7 +375,7 @@ def main(argv=None) -> None:
                 "model_config": MODELS[args.model],
                 "params": n,
                 "dtype": args.dtype,
-                "optimizer": f"AdamW (lr {args.lr:g})",
+                "optimizer": f"AdamW (lr {args.lr:g}, weight decay {ADAMW_WEIGHT_DECAY:g})",
                 "batch_per_process": args.batch,
                 "steps": args.steps,
                 "cap_bytes": cap,

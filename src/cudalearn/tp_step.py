@@ -38,12 +38,11 @@ import torch.distributed as dist
 
 from cudalearn import precision
 from cudalearn import tensor_parallel as tp
-from cudalearn.dist_program import barrier, run_info, slowest_ms, start, write_run
+from cudalearn.dist_program import DTYPES, barrier, run_info, slowest_ms, start, write_run
 from cudalearn.nn.alexnet import Traffic
 
 #: The check's small MLP (tokens, d_in, hidden, d_out): hidden splits over 1, 2, 4 and 8 processes.
 CHECK_SHAPE = (6, 8, 16, 12)
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
 
 def parse(argv=None) -> argparse.Namespace:

@@ -179,7 +179,7 @@ def time_batch_sizes(
             net = cls(params, batch, lr)
             losses = dd.losses(steps + 2)
             runs = []
-            with mlp.quiet_grids():
+            with mlp.quiet_grids(), mlp.computing(net):
                 for s in range(2):
                     net.step(*dd.batch(s, batch), losses, s)
                 for _ in range(repeats):

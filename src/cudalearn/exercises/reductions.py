@@ -24,13 +24,7 @@ from cudalearn import checks, device, launch
 from cudalearn.exercises import _reductions_mistakes as mistakes
 from cudalearn.kernels.softmax import softmax_reference
 
-U32 = 2.0**-24  # float32's unit roundoff: one rounding to nearest has relative error at most this
 WARP = 32
-
-
-def _gamma(k: int) -> float:
-    """Higham's gamma_k = k u / (1 - k u): a bound on the relative error of k float32 roundings."""
-    return k * U32 / (1 - k * U32)
 
 
 # The tracer, as every check of this lab calls it ---------------------------------------------------
@@ -130,7 +124,7 @@ def _check_sum_value(got: float, x: np.ndarray, block: int, blocks: int, exact: 
     n = x.shape[0]
     expected = float(x.astype(np.float64).sum())
     k = -(-n // (block * blocks)) + int(math.log2(block)) + blocks  # additions per element, at most
-    tol = 0.0 if exact else _gamma(k) * float(np.abs(x.astype(np.float64)).sum())
+    tol = 0.0 if exact else checks.gamma(k) * float(np.abs(x.astype(np.float64)).sum())
     if math.isfinite(got) and abs(got - expected) <= tol:
         return
     data = "small integers (every partial sum is exact in float32)" if exact else "normal floats"
@@ -265,7 +259,7 @@ def check_warp_sums(kernel: Any, cases: Sequence[int] | None = None, threads: in
         expected = warps.sum(axis=1)
         out = checks.empty_output(w, np.float32)
         got = _run(kernel, launch.blocks(n, threads), threads, x, out)[1]
-        tol = _gamma(5) * np.abs(warps).sum(axis=1) + 1e-30
+        tol = checks.gamma(5) * np.abs(warps).sum(axis=1) + 1e-30
         name = f"out for n = {n} ({w} warps, blocks of {threads} threads)"
         if got.shape == expected.shape and np.all(np.abs(got - expected) <= tol):
             continue
@@ -300,7 +294,7 @@ def check_warp_sums(kernel: Any, cases: Sequence[int] | None = None, threads: in
                 )
         else:
             for why, value in mistakes.warp_mistakes(warps).items():
-                if np.all(np.abs(got - value) <= tol + _gamma(6) * np.abs(value)):
+                if np.all(np.abs(got - value) <= tol + checks.gamma(6) * np.abs(value)):
                     hint = why
                     break
         _wrong(got, expected, name=name, rtol=0, atol=float(tol.max()), hint=hint)
@@ -366,7 +360,7 @@ def check_softmax_rows(
         expected = softmax_reference(x)
         griddim = launch.blocks(rows * WARP, threads)
         got = _run(kernel, griddim, threads, x, checks.empty_output((rows, cols)))[1]
-        rtol, atol = (cols // WARP + 8) * 2 * U32, 1e-30
+        rtol, atol = (cols // WARP + 8) * 2 * checks.FLOAT32_ROUNDOFF, 1e-30
         name = f"y for x ({rows}, {cols})"
         if _same(got, expected, rtol, atol):
             continue

@@ -2,10 +2,11 @@
 
 `Channel` starts a confined student process (`process.Sandbox`), and after a
 crash a fresh one into which it replays the context and the answers that ran
-before. Each request has a deadline: the cell's time limit, which counts the
-student's process's time and not the judge's own work, or the notebook's. A
-reply is decoded as data; the student's objects come back as `Remote`
-handles. The judge's own objects cross the other way pickled, one way only.
+before. Each request has a deadline, for its sending as for its reply: the
+cell's time limit, which counts the student's process's time and not the
+judge's own work, or the notebook's. A reply is decoded as data; the
+student's objects come back as `Remote` handles. The judge's own objects
+cross the other way pickled, one way only.
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ class Channel:
         self.cell_deadline += time.monotonic() - self.judge_since
         deadline = min(self.cell_deadline, self.deadline)
         try:
-            wire.send(box.to_child, header, buffers)
+            # The deadline holds for sending too: a process that stops reading cannot hold the judge.
+            wire.send(box.to_child, header, buffers, deadline=deadline)
             while True:
                 reply, payload, spans = box.receive(deadline)
                 if reply.get("seq") == box.seq:

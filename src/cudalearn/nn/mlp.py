@@ -31,7 +31,7 @@ import math
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -381,7 +381,13 @@ def torch_model(params):
 
 
 class TorchMLP:
-    """The same network in PyTorch: nn.Linear, F.cross_entropy, optim.SGD; FP32, TF32 off (Chapter 5)."""
+    """The same network in PyTorch: nn.Linear, F.cross_entropy, optim.SGD; FP32, TF32 off (Chapter 5).
+
+    It computes in true FP32, as the Numba networks do, inside `computing(net)`
+    (`precision.fp32()`), which `train` and the timings of `bench.shallow_net`
+    enter once per run, so no step pays for switching; PyTorch's TF32 settings
+    are put back after it. `logits` enters it itself.
+    """
 
     name = "torch"
     data_class = TorchData
@@ -389,7 +395,6 @@ class TorchMLP:
     def __init__(self, params, batch: int, lr: float):
         import torch
 
-        precision.set_fp32()  # TF32 off for the rest of the session: true FP32, as the Numba networks
         self.batch, self.lr = batch, lr
         self.model = torch_model(params)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=lr)
@@ -413,7 +418,7 @@ class TorchMLP:
         """Logits (n, classes) of rows X (n, d), computed `batch` rows at a time."""
         import torch
 
-        with torch.no_grad():
+        with torch.no_grad(), precision.fp32():
             parts = [self.model(X[s : s + self.batch]) for s in range(0, X.shape[0], self.batch)]
             return torch.cat(parts).cpu().numpy()
 
@@ -432,6 +437,11 @@ def permutations(n: int, epochs: int, seed: int = 0) -> list[np.ndarray]:
     """The int32 row orders of `epochs` epochs: the same for every network trained with this seed."""
     rng = np.random.default_rng(seed)
     return [rng.permutation(n).astype(np.int32) for _ in range(epochs)]
+
+
+def computing(net):
+    """The context `net`'s steps run in: `precision.fp32()` for TorchMLP, else none (Chapter 5)."""
+    return precision.fp32() if isinstance(net, TorchMLP) else nullcontext()
 
 
 def train(
@@ -465,7 +475,7 @@ def train(
     eval_rows = dd.n_train if eval_rows is None else min(eval_rows, dd.n_train)
     t0 = time.perf_counter()
     bar = tqdm(total=epochs * steps, desc=f"{net.name} training", unit="step", disable=not progress)
-    with quiet_grids():
+    with quiet_grids(), computing(net):
         for epoch, perm in enumerate(permutations(dd.n_train, epochs, seed)):
             dd.shuffle(perm)
             for s in range(steps):

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 #: The 2012 recipe's weight decay (SGD with momentum 0.9), Chapter 7's default (Krizhevsky et al., 2012).
 WEIGHT_DECAY_2012 = 5e-4
+#: AdamW's decoupled weight decay unless one is given: torch.optim.AdamW's default (Chapters 9, 11).
+ADAMW_WEIGHT_DECAY = 0.01
 
 
 @dataclass
@@ -107,15 +109,20 @@ def model_accuracy(net: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int 
 
 
 def make_optimizer(
-    params, name: str = "sgd", *, lr: float, weight_decay: float = 0.0
+    params, name: str = "sgd", *, lr: float, weight_decay: float | None = None
 ) -> torch.optim.Optimizer:
-    """'sgd' (SGD with momentum 0.9) or 'adamw' over `params` (Chapters 7-9)."""
+    """'sgd' (SGD with momentum 0.9) or 'adamw' over `params` (Chapters 7-9, 11).
+
+    Without `weight_decay`, SGD has none and AdamW decouples ADAMW_WEIGHT_DECAY
+    (PyTorch's default): AdamW with no weight decay would be Adam.
+    """
     import torch
 
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay or 0.0)
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+        decay = ADAMW_WEIGHT_DECAY if weight_decay is None else weight_decay
+        return torch.optim.AdamW(params, lr=lr, weight_decay=decay)
     raise ValueError(f"optimizer must be 'sgd' or 'adamw', not {name!r}")
 
 
@@ -217,11 +224,12 @@ def fit_epochs(
     batch: int = 64,
     seed: int = 0,
     optimizer: str = "sgd",
-    weight_decay: float = 0.0,
+    weight_decay: float | None = None,
 ) -> History:
     """Train `net` with cross-entropy on data.X_train, in mini-batches shuffled by `seed` (Chapters 8-9).
 
-    optimizer 'sgd' (momentum 0.9) or 'adamw'. Returns the History: the mean
+    optimizer 'sgd' (momentum 0.9) or 'adamw', with `make_optimizer`'s weight
+    decay unless `weight_decay` is given. Returns the History: the mean
     loss of each epoch as seen during training, then the final training
     loss and accuracy and the test accuracy, measured in eval mode.
     """
