@@ -58,6 +58,24 @@ def test_grouped_linear_is_block_diagonal():
     torch.testing.assert_close(layer(x), x @ w.T + layer.bias)
 
 
+def test_every_layer_can_go_back_to_pytorchs_default_initialisation():
+    """Chapter 7's exercise 3: reset_parameters on every module undoes init_weights, GroupedLinear too."""
+    net = AlexNet(AlexNetConfig.small(exchange=("conv3",)))  # fc6-fc8 do not exchange: GroupedLinear
+    assert any(isinstance(m, GroupedLinear) for m in net.modules())
+    for m in net.modules():
+        if any(True for _ in m.parameters(recurse=False)):
+            assert hasattr(m, "reset_parameters"), f"{type(m).__name__} has no reset_parameters"
+            m.reset_parameters()
+            assert m.bias.abs().max() > 0, f"{type(m).__name__}: PyTorch's default biases are not zero"
+    torch.manual_seed(3)
+    a = GroupedLinear(8, 4)
+    b = GroupedLinear(8, 4)
+    torch.manual_seed(3)
+    b.reset_parameters()  # the same draws as the constructor's, in the same order
+    torch.testing.assert_close(a.weight, b.weight)
+    torch.testing.assert_close(a.bias, b.bias)
+
+
 @pytest.mark.parametrize("exchange", [EXCHANGE_2012, EXCHANGE_EVERY, (), ("conv2", "fc7")])
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_two_columns_compute_the_unsplit_network(exchange, activation):

@@ -24,10 +24,14 @@ current FSDP; FSDP1's `FullyShardedDataParallel` is its predecessor). It
 runs on CPU processes with gloo in this PyTorch (2.13: its all-gather and
 reduce-scatter work there, in float64 too), so one program serves the CPU
 test and the GPUs; and it shards each parameter on its first dimension as a
-`DTensor`, so a process's bytes are the sum of its parameters' local shards
-(`DTensor.to_local()`), where FSDP1 would flatten them into one padded
-FlatParameter. `fully_shard` is applied to each transformer block, then to
-the whole model (the embedding, positions, final norm and head): a block's
+`DTensor`, so a process's logical share is the sum of its parameters' local
+shards (`DTensor.to_local()`, what `held_bytes` counts). In memory FSDP2 pads
+each parameter's shard to the size of rank 0's chunk of it, so that its
+collectives move equal pieces (the shards of the parameters and the
+reduce-scatter output the gradients are views of; not Adam's state, made from
+the unpadded shards); FSDP1 pads one FlatParameter instead. `fully_shard` is
+applied to each transformer block, then to the whole model (the embedding,
+positions, final norm and head): a block's
 parameters are all-gathered before its forward pass and again before its
 backward pass (FSDP2 frees them after the forward: `reshard_after_forward`),
 and its gradients reduce-scattered after it; the root's are gathered once. With `--dtype bfloat16` (the
@@ -136,7 +140,8 @@ def shard_bytes_by_rank(shapes: list[tuple[int, ...]], world: int, recipe: str =
     FSDP2 splits dim 0 like `torch.chunk`: chunks of ceil(d0 / world) rows,
     the last ones smaller or empty. ZeRO's mean (`model_state_bytes`) is
     their average; a parameter with one row (a ViT's positions, (1, N, D))
-    sits whole on process 0.
+    belongs whole to process 0. These are the logical shards: FSDP2 stores
+    each one padded to rank 0's chunk (see the module's docstring).
     """
     out = []
     for rank in range(world):
@@ -161,6 +166,9 @@ def local_bytes(t: torch.Tensor | None) -> int:
 
 def held_bytes(model: nn.Module, opt: torch.optim.Optimizer) -> dict:
     """Chapter 11: bytes this process holds of parameters, gradients and optimiser state (local shards).
+
+    Under FSDP2 these are the logical shards; its padded storage of a
+    parameter's shard can be larger (see the module's docstring).
 
     The optimiser's parameter-sized tensors are counted; scalars such as
     Adam's step count are left out, as `step_memory.optimizer_state_bytes`

@@ -212,8 +212,12 @@ class GroupedLinear(nn.Module):
         self.groups = groups
         self.weight = nn.Parameter(torch.empty(out_features, in_features // groups))
         self.bias = nn.Parameter(torch.empty(out_features))
-        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))  # nn.Linear's initialisation, per group
-        bound = 1 / math.sqrt(in_features // groups)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """nn.Linear's default initialisation, per group (as every PyTorch layer has one)."""
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        bound = 1 / math.sqrt(self.weight.shape[1])
         nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -258,9 +262,12 @@ def _make_layer(cfg: AlexNetConfig, name: str, columns: int) -> nn.Module:
 def init_weights(layer: nn.Module, activation: str) -> None:
     """He (Kaiming) normal weights for ReLU, Glorot (Xavier) normal for tanh, zero biases (Chapter 7).
 
-    Each keeps the spread of the signal about constant from layer to layer
-    for its activation; PyTorch's default is smaller, and an 8-layer ReLU
-    network starts far slower with it.
+    Glorot's weights are scaled by PyTorch's gain for tanh, 5/3
+    (`nn.init.calculate_gain`), not Glorot and Bengio's gain of 1. Each
+    keeps the spread of the signal about constant from layer to layer for
+    its activation; PyTorch's default is smaller, and an 8-layer ReLU
+    network starts far slower with it (`reset_parameters` on each layer
+    puts it back).
     """
     if activation == "relu":
         nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")

@@ -7,7 +7,7 @@ SIZES = {
     "ch7.timed_steps": {"gpu": 20, "sim": 1},
     "ch7.oom_batch": {"gpu": 768, "sim": 768},  # GPU only (the simulator shows its prediction)
     "ch7.act_steps": {"gpu": 200, "sim": 200},  # ReLU vs tanh: at most this many steps per run
-    "ch7.drop_train": {"gpu": 300, "sim": 300},  # dropout: training images (a quarter mislabelled)
+    "ch7.drop_train": {"gpu": 300, "sim": 300},  # dropout: training images (each mislabelled w.p. 1/4)
     "ch7.drop_steps": {"gpu": 250, "sim": 250},
     "ch7.loader_batch": {"gpu": 128, "sim": 4},
     "ch7.loader_batches": {"gpu": 12, "sim": 2},
