@@ -17,10 +17,7 @@ FILE = re.compile(r"\.(py|json|md|ipynb|cfg|toml|txt|csv|yml)$")
 
 #: names a notebook's markdown cites that do not resolve, known and left for another change:
 #: {notebook: {name, ...}}; the test fails when one of them resolves (remove it here then)
-KNOWN: dict[str, set[str]] = {
-    "book/05-fusion-shallow-net.ipynb": {"mlp.time_batch_sizes", "mlp.time_step_host"},
-    "book/06-tensor-cores-triton.ipynb": {"regblock.compile_report", "regblock.resources"},
-}
+KNOWN: dict[str, set[str]] = {}
 
 
 def kernel_names() -> set[str]:
