@@ -396,7 +396,7 @@ def test_a_kernel_is_rebuilt_from_its_source_for_the_tracer_and_traced_like_the_
         ("    np.load('secrets.npy')", "`np.load` is not allowed"),
         ("    [v for v in x]", "`ListComp` is not allowed"),
         ("    getattr(x, 'shape')", "`getattr` is not defined"),
-        ("    os.system('id')", "`os` is not a number, tuple or array"),
+        ("    os.system('id')", "line 6: `os` comes from `import os` (exercise 2, line 1), which the grader"),
     ],
 )
 def test_a_kernel_outside_the_cuda_subset_is_never_rebuilt(body, why):
@@ -407,6 +407,91 @@ def test_a_kernel_outside_the_cuda_subset_is_never_rebuilt(body, why):
         _rebuilder({2: code}).function("scale")
     with pytest.raises(rebuild.Unsafe, match="bound more than once"):
         _rebuilder({2: plants.EX2_OK + "\n\n\nscale = print\n"}).function("scale")
+
+
+SCALE_USING = (
+    "@cuda.jit\ndef scale(x, alpha, out):\n    i = cuda.grid(1)\n    if i < out.shape[0]:\n        {}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "imports, line",
+    [
+        ("from numba import cuda, float32", "out[i] = float32(alpha) * x[i]"),
+        ("import numpy as np", "out[i] = np.float32(alpha) * x[i]"),
+        ("import numba", "out[i] = numba.float32(alpha) * x[i]"),
+        ("import numba.cuda", "out[i] = numba.float32(alpha) * x[i]"),
+        ("from numba import float32 as f32", "out[i] = f32(alpha) * x[i]"),
+        ("import math", "out[i] = alpha * x[i] * math.sqrt(1.0)"),
+        ("from math import sqrt", "out[i] = alpha * x[i] * sqrt(1.0)"),
+        ("from numpy import float32", "out[i] = float32(alpha) * x[i]"),
+    ],
+)
+def test_names_an_answer_cell_imports_resolve_to_the_judge_s_own_modules(imports, line):
+    """`import numpy as np` in an answer cell: the kernel's `np` is the judge's numpy, never a handle."""
+    from cudalearn.trace import trace
+
+    rebuilder = _rebuilder({2: f"{imports}\n\n\n" + SCALE_USING.format(line)})
+    fn = rebuilder.function("scale")
+    judge: dict = {}
+    exec(imports, judge)  # the test's own import: what the judge's name must be
+    assert rebuilder.imported, "no imported name was resolved"
+    for name in rebuilder.imported:
+        assert fn.__globals__[name] is judge[name]
+    x = np.linspace(-1, 1, 40, dtype=np.float32)
+    report = trace(fn, 2, 32, x, np.float32(2.5), np.zeros(40, np.float32))
+    assert np.allclose(report.outputs[2], 2.5 * x)
+
+
+def test_an_import_in_another_answer_cell_resolves_too():
+    """Lab 04: `from numba import cuda, float32` in exercise 2 does not cost exercise 3 its trace."""
+    fn = _rebuilder({2: "from numba import cuda, float32\n", 3: SCALE_USING.format("out[i] = float32(x[i])")})
+    assert fn.function("scale") is not None
+
+
+@pytest.mark.parametrize(
+    "imports, line, why",
+    [
+        (
+            "import os",
+            "os.getcwd()",
+            "`os` comes from `import os` (exercise 2, line 1), which the grader cannot",
+        ),
+        ("import numpy.linalg as np", "out[i] = np.float32(x[i])", "comes from `import numpy.linalg as np`"),
+        ("from os import path as np", "out[i] = np.float32(x[i])", "comes from `from os import path as np`"),
+        ("from numpy import load", "load('x.npy')", "`load` comes from `from numpy import load`"),
+        ("from math import __loader__ as m", "m.load_module('x')", "`m` comes from `from math import __lo"),
+        ("from . import float32", "out[i] = float32(x[i])", "comes from `from . import float32`"),
+        ("from numba.cuda import syncthreads", "syncthreads()", "so write `cuda.syncthreads`"),
+        ("import numpy as np\nnp = 3", "out[i] = np", "`np` is imported by `import numpy as np`"),
+        ("import numpy as np\nimport math as np", "out[i] = np.pi", "imported as different things"),
+    ],
+)
+def test_an_import_the_grader_cannot_accept_is_refused_naming_the_line(imports, line, why):
+    from cudalearn.grading import rebuild
+
+    code = f"{imports}\n\n\n" + SCALE_USING.format(line)
+    with pytest.raises(rebuild.Unsafe, match=re.escape(why)) as e:
+        _rebuilder({2: code}).function("scale")
+    assert re.search("remove (this import|these imports) from the exercise cell", str(e.value), re.I)
+
+
+@pytest.mark.parametrize(
+    "imports, already",
+    [
+        ("from numpy import load as float32", "import `float32` already"),
+        ("from numba.cuda import syncthreads as float32", "import `cuda` already"),
+    ],
+)
+def test_a_refused_import_says_when_the_first_cells_import_the_name_already(imports, already):
+    from cudalearn.grading import rebuild
+
+    code = f"{imports}\n\n\n" + SCALE_USING.format("out[i] = float32(1)")
+    with pytest.raises(
+        rebuild.Unsafe,
+        match=f"Remove this import from the exercise cell; the notebook's first cells {already}",
+    ):
+        _rebuilder({2: code}).function("scale")
 
 
 def test_checks_that_trace_or_count_launches_and_copies_see_the_students_code(tmp_path):
@@ -433,7 +518,10 @@ def test_checks_that_trace_or_count_launches_and_copies_see_the_students_code(tm
     copies, traced = results["sneaky"].tests
     assert copies.points == 0 and copies.message == "blocks_for copied 1 array(s) to the host"
     # the sneaky kernel runs (the simulator allows os.getcwd()) but is not CUDA code: it is never traced
-    assert traced.points == 0 and "could not trace `scale`: line 6: `os` is not a number" in traced.message
+    assert (
+        traced.points == 0
+        and "could not trace `scale`: line 6: `os` comes from `import os`" in traced.message
+    )
 
 
 # nbgrader's own generate and autograde steps ------------------------------------------

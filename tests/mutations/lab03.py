@@ -393,6 +393,40 @@ MATMUL = [
         code=ALT_LOADS_AND_RETURN,
     ),
     valid(
+        "import-repeated",
+        "matmul_tiled",
+        "repeats the first cells' `from numba import cuda, float32` at the top of the answer cell",
+        ("TILE = 16", "from numba import cuda, float32\n\nTILE = 16"),
+    ),
+    valid(
+        "import-numpy-as-np",
+        "matmul_tiled",
+        "`import numpy as np` in the answer cell and `np.float32(0.0)` in the kernel",
+        ("TILE = 16", "import numpy as np\n\nTILE = 16"),
+        ("acc = float32(0.0)", "acc = np.float32(0.0)"),
+    ),
+    valid(
+        "import-numba",
+        "matmul_tiled",
+        "`import numba` in the answer cell and `numba.float32` as the shared tiles' type",
+        ("TILE = 16", "import numba\n\nTILE = 16"),
+        (
+            "sA = cuda.shared.array((TILE, TILE), float32)",
+            "sA = cuda.shared.array((TILE, TILE), numba.float32)",
+        ),
+        (
+            "sB = cuda.shared.array((TILE, TILE), float32)",
+            "sB = cuda.shared.array((TILE, TILE), numba.float32)",
+        ),
+    ),
+    valid(
+        "import-float32-as-f32",
+        "matmul_tiled",
+        "`from numba import float32 as f32` in the answer cell and `f32(0.0)` in the kernel",
+        ("TILE = 16", "from numba import float32 as f32\n\nTILE = 16"),
+        ("acc = float32(0.0)", "acc = f32(0.0)"),
+    ),
+    valid(
         "guarded-compute",
         "matmul_tiled",
         "threads outside C skip the arithmetic but reach every barrier",

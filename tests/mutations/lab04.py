@@ -228,6 +228,13 @@ TRANSPOSE = [
     ),
     valid("transpose-solution-again", "transpose_no_conflict", "the solution itself"),
     valid(
+        "transpose-import-repeated",
+        "transpose_no_conflict",
+        "repeats the first cells' `from numba import cuda, float32` in the answer cell (exercise 3, which "
+        "uses float32 too, keeps its points)",
+        ("TILE = 32", "from numba import cuda, float32\n\nTILE = 32"),
+    ),
+    valid(
         "transpose-xor-swizzle",
         "transpose_no_conflict",
         "an XOR swizzle of a (TILE, TILE) tile",
@@ -414,6 +421,13 @@ MATMUL = [
         ),
     ),
     valid("bt-solution-again", "matmul_bt_no_conflict", "the solution itself"),
+    valid(
+        "bt-import-numpy-as-np",
+        "matmul_bt_no_conflict",
+        "`import numpy as np` in the answer cell and `np.float32` in the kernel",
+        ("@cuda.jit", "import numpy as np\n\n\n@cuda.jit"),
+        ("acc = float32(0.0)", "acc = np.float32(0.0)"),
+    ),
     valid("bt-xor-swizzle", "matmul_bt_no_conflict", "an XOR swizzle of a (TILE, TILE) sBt", code=XOR_MATMUL),
     valid(
         "bt-constant-and-return",

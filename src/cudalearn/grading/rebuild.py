@@ -14,7 +14,12 @@ builtins reduced to `range`, `min`, `max`...), and only then compiles it
 in the judge with names resolved there: the judge's `cuda`, `math`,
 `numpy` and Numba types, the instructor's constants, and the student's
 constants as plain data fetched from their process (arrays among them as
-read-only copies). A kernel stores only into its own arrays: an attribute
+read-only copies). A name an answer cell binds by an import (`import numpy
+as np`, `from numba import cuda, float32`, often repeated from the first
+cells) is the judge's own module or object when the import names one a
+kernel may use (IMPORTABLE), never the student's; any other import a
+kernel relies on is refused with a message naming the import line. A
+kernel stores only into its own arrays: an attribute
 assignment (`math.sqrt = ...`) or a write into a global is refused, so a
 trace cannot change the judge's modules or the instructor's arrays.
 
@@ -122,6 +127,8 @@ class Rebuilder:
         self.assigned: dict[str, int] = {}
         self.done: dict[str, Any] = {}
         self.cells: dict[str, list[str]] = {}  # filename -> the answer cell's lines
+        self.imports: dict[str, list[_Import]] = {}  # name -> the import statements that bind it
+        self.imported: set[str] = set()  # names resolved to the judge's own module or object
         for ex, code in sorted(answers.items()):
             if code is None:
                 continue
@@ -135,6 +142,15 @@ class Rebuilder:
             for stmt in tree.body:
                 for name in self._bound(stmt):
                     self.assigned[name] = self.assigned.get(name, 0) + 1
+                for node in (
+                    ()
+                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    else ast.walk(stmt)
+                ):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        for alias in node.names:
+                            bound = (alias.asname or alias.name).split(".")[0]
+                            self.imports.setdefault(bound, []).append(_Import(ex, node, alias))
                 if isinstance(stmt, ast.FunctionDef):
                     self.defs[stmt.name] = (stmt, filename)
 
@@ -301,7 +317,7 @@ class Rebuilder:
             return  # checked as an attribute chain on an allowed module
         if isinstance(func, ast.Name) and func.id not in local:
             target = env.get(func.id)
-            if func.id in BUILTINS or self._is_numba_object(target):
+            if func.id in BUILTINS or self._is_numba_object(target) or func.id in self.imported:
                 return
         raise Unsafe(
             f"{where}: the call `{ast.unparse(func)}(...)` is not allowed in a kernel the grader traces"
@@ -316,6 +332,8 @@ class Rebuilder:
         """A global name of a kernel: a student device function, a student constant, or the judge's own."""
         if name in self.defs:
             return self.function(name, device=True)
+        if name in self.imports:
+            return self._imported(name, where)
         if name in self.assigned:
             try:
                 value = self.namespace[name] if name in self.namespace else self.fetch(name)
@@ -334,6 +352,94 @@ class Rebuilder:
         if name in BUILTINS:
             return getattr(builtins, name)
         raise Unsafe(f"{where}: `{name}` is not defined")
+
+    def _imported(self, name: str, where: str) -> Any:
+        """A name an answer cell imports: the judge's own module or object, if the import is allowed.
+
+        Only the modules a kernel may use (IMPORTABLE) are named, and only names of them a kernel may use;
+        the object is the judge's own (imported before any student code ran), never the student's. A name
+        bound by an import and also assigned, or by imports of different objects, is refused.
+        """
+        bindings = self.imports[name]
+        first = bindings[0]
+        if self.assigned.get(name, 0) != len(bindings):
+            raise Unsafe(
+                f"{where}: `{name}` is imported by `{first.text}` ({first.place}) and also assigned in your "
+                f"exercise cells; the grader cannot tell which one the kernel uses. Rename the variable, or "
+                f"remove this import from the exercise cell{self._already(name)}"
+            )
+        values = [b.value(name, where, self._already) for b in bindings]
+        if any(v is not values[0] for v in values[1:]):
+            raise Unsafe(
+                f"{where}: `{name}` is imported as different things in your exercise cells "
+                f"({'; '.join(f'`{b.text}` ({b.place})' for b in bindings)}); remove these imports from the "
+                f"exercise cells{self._already(name)}"
+            )
+        self.imported.add(name)
+        return values[0]
+
+    def _already(self, name: str) -> str:
+        """'; the notebook's first cells import it already' when the judge's cells bound `name` too."""
+        if name not in self.namespace or isinstance(self.namespace[name], self.remote):
+            return ""
+        return f"; the notebook's first cells import `{name}` already"
+
+
+IMPORTABLE = {  # module -> the names `from module import ...` may take (None: any public name)
+    "numpy": NUMPY_ATTRS,
+    "math": None,
+    "numba": NUMBA_TYPES | {"cuda"},
+    "numba.cuda": set(),  # `cuda.syncthreads()` through the module: the tracer swaps `cuda` itself
+}
+
+
+def _judge_module(path: str) -> Any:
+    """The judge's own module `path`, a key of IMPORTABLE: a student's text never picks what is imported."""
+    import numba
+    from numba import cuda
+
+    return {"numpy": np, "math": math, "numba": numba, "numba.cuda": cuda}[path]
+
+
+class _Import:
+    """One name an answer cell's import binds (`import numpy as np`, `from numba import float32`)."""
+
+    def __init__(self, ex: int, node: ast.Import | ast.ImportFrom, alias: ast.alias):
+        self.node, self.alias = node, alias
+        self.text = ast.unparse(node)
+        self.place = f"exercise {ex}, line {node.lineno}"
+
+    def value(self, name: str, where: str, already: Callable[[str], str]) -> Any:
+        """The judge's object this import binds to `name`; Unsafe, naming the import line, if not allowed.
+
+        `already(name)` says that the notebook's first cells import `name` already ('' if not).
+        """
+        node, alias = self.node, self.alias
+        what = f"{where}: `{name}` comes from `{self.text}` ({self.place})"
+        refuse = (
+            f"{what}, which the grader cannot accept: a kernel it traces uses only numpy, math, numba and "
+            f"numba.cuda (and names from them, such as float32). Remove this import from the exercise cell"
+            + (already(name) or f", and `{name}` from the kernel")
+        )
+        if isinstance(node, ast.Import):
+            if alias.name not in IMPORTABLE:
+                raise Unsafe(refuse)
+            return _judge_module(alias.name if alias.asname else alias.name.split(".")[0])
+        module = node.module or ""
+        if node.level or module not in IMPORTABLE:
+            raise Unsafe(refuse)
+        names = IMPORTABLE[module]
+        if module == "numba.cuda":
+            raise Unsafe(
+                f"{what}; the grader traces a kernel's CUDA calls through the module, so write "
+                f"`cuda.{alias.name}`. Remove this import from the exercise cell{already('cuda')}"
+            )
+        if alias.name.startswith("_") or (names is not None and alias.name not in names):
+            raise Unsafe(refuse)
+        try:
+            return getattr(_judge_module(module), alias.name)
+        except AttributeError:
+            raise Unsafe(f"{where}: `{self.text}` ({self.place}): `{module}` has no `{alias.name}`") from None
 
 
 def _is_module(value: Any) -> bool:
