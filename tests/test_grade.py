@@ -612,3 +612,49 @@ def test_objects_the_instructor_built_reach_the_student_s_code():
     assert isinstance(j._from_ref(forged), remote.Remote)  # the judge builds a handle, never the object
     with pytest.raises(TypeError, match="student_side"):
         j._to_ref(lambda: None)
+
+
+FAKE_JUDGE = """import json, os, signal, sys
+job = json.loads(sys.stdin.read())
+test = {"id": "test_blocks_for", "exercise": 1, "max": 1, "points": 1.0, "status": "passed", "message": ""}
+print(json.dumps({"test": test}), flush=True)
+print('{"test": {"id": "test_sca', end="", flush=True)  # a line cut short by the kill
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_judge_that_dies_keeps_the_tests_it_finished(tmp_path, monkeypatch):
+    """The judge streams each test's result: killed later (its memory limit), it loses only the rest."""
+    from cudalearn.grading import grader
+
+    (tmp_path / "fake_judge_dies.py").write_text(FAKE_JUDGE)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setattr(grader, "JUDGE_MODULE", "fake_judge_dies")
+    plan = lab_mod.load(plants.SOLUTION)
+    r = grader.grade_one(plan, "s", plants.SOLUTION, LIMITS, nbformat.read(plants.SOLUTION, as_version=4))
+    got = {t.test_id: (t.status, t.points) for t in r.tests}
+    assert got == {"test_blocks_for": ("passed", 1.0), "test_scale": ("error", 0.0)}
+    assert "ended with code -9 without a result" in r.grader_error
+    assert "the grader failed on this notebook" in r.tests[1].message
+
+
+def test_an_endless_kernel_loses_only_its_own_points(tmp_path):
+    """Lab 03: an endless `while` in matmul_tiled times out its test; the context cell that traces it
+    stops at the tracer's budget in the judge; exercise 1 keeps its point, the solution gets full marks."""
+    from mutations import runner, wrong
+
+    endless = wrong(
+        "endless-while",
+        "matmul_tiled",
+        "a while loop whose variable never advances",
+        r"endless loop",
+        ("    for t in range((K + TILE - 1) // TILE):", "    t = 0\n    while t < (K + TILE - 1) // TILE:"),
+    )
+    results = runner.grade_all("03", [endless], tmp_path, timeout=400, cell_timeout=10)
+    sol, r = results["solution"], results["endless-while"]
+    assert sol.total == sol.max_total and not sol.grader_error
+    got = {t.test_id: (t.status, t.points) for t in r.tests}
+    assert not r.grader_error, r.grader_error
+    assert got == {"test_global_bytes_tiled": ("passed", 1.0), "test_matmul_tiled": ("timeout", 0.0)}
+    assert "endless loop" in r.tests[1].message
+    assert any("`matmul_tiled` did not finish" in n for n in r.notes), r.notes

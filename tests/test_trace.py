@@ -937,3 +937,36 @@ def test_numba_types_through_the_cuda_module_still_work():
     """`cuda.float32(...)` is a type, not a call the tracer models: it passes through."""
     rep = trace(uses_cuda_float32, 1, 4, np.zeros(4, np.float32))
     np.testing.assert_array_equal(rep.outputs[0], np.full(4, 0.5, np.float32))
+
+
+@cuda.jit
+def endless_sum(inp, out):
+    i = cuda.threadIdx.x
+    acc = float32(0.0)
+    t = 0
+    while t < inp.shape[0]:  # WRONG on purpose: t never advances
+        for k in range(2):
+            acc += inp[t] * k
+        cuda.syncthreads()
+    out[i] = acc
+
+
+def test_an_endless_loop_stops_at_the_access_budget_and_names_its_loop(monkeypatch):
+    """A kernel that never finishes raises TraceEndless at MAX_BLOCK_ACCESSES: thread, line and loop named."""
+    from cudalearn.trace import model
+
+    monkeypatch.setattr(model, "MAX_BLOCK_ACCESSES", 2000)
+    with pytest.raises(model.TraceEndless) as match:
+        trace(endless_sum, 2, 8, np.ones(4, np.float32), np.zeros(8, np.float32))
+    e, line, loop = match.value, line_of(endless_sum, "acc += inp[t]"), line_of(endless_sum, "while t <")
+    assert isinstance(e, TraceError) and (e.kernel, e.block, e.line, e.loop) == (
+        "endless_sum",
+        (0, 0, 0),
+        line,
+        loop,
+    )
+    assert e.steps > 2000 // 8 - 8  # the budget is shared by the block's 8 threads
+    msg = str(e)
+    assert msg.startswith("`endless_sum` did not finish: block (0, 0, 0) made more than 2,000 array accesses")
+    assert f"line {line} (`acc += inp[t] * k`)" in msg and f"in the loop at line {loop} (`while t <" in msg
+    assert "endless loop?" in msg and "t += 1" in msg

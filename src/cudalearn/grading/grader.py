@@ -22,6 +22,7 @@ from pathlib import Path
 from cudalearn.grading import lab as lab_mod
 from cudalearn.grading import match, process, python_command
 from cudalearn.grading.limits import (
+    JUDGE_CGROUP_HEADROOM_MB,
     Limits,
     check_user,
     containment_notes,
@@ -93,7 +94,7 @@ def _run_judge(job: dict, limits: Limits, group: process.Cgroup | None = None) -
     judge_group = None
     if group is not None:
         try:
-            mem = judge_memory(limits) << 20
+            mem = (judge_memory(limits) + JUDGE_CGROUP_HEADROOM_MB) << 20
             judge_group = group.child("judge", memory_bytes=mem, pids=process.PIDS_LIMIT)
             env[process.CGROUP_ENV] = group.spec
         except OSError:
@@ -122,19 +123,40 @@ def _run_judge(job: dict, limits: Limits, group: process.Cgroup | None = None) -
         os.killpg(proc.pid, signal.SIGKILL)
         if group is not None:
             group.kill()
-        proc.communicate()
-        return {"fatal": f"the judge overran the time limit ({limits.timeout:g} s) by more than 120 s"}
+        out, _ = proc.communicate()
+        fatal = f"the judge overran the time limit ({limits.timeout:g} s) by more than 120 s"
+        return {"fatal": fatal, "tests": _finished_tests(out)}
     finally:
         if group is not None:
             group.kill()  # whatever the judge left (a sandbox of a judge that died): nothing stays
+    lines = out.splitlines()
     try:
-        return json.loads(out)
-    except ValueError:
+        result = json.loads(lines[-1])
+        if not isinstance(result, dict) or "test" in result:
+            raise ValueError("no final result")
+        if "fatal" in result:  # the judge's own failure, after the tests it finished
+            result["tests"] = _finished_tests(out)
+        return result
+    except (ValueError, IndexError):
         tail = err.decode(errors="replace")[-2000:]
         return {
             "fatal": f"the judge process ended with code {proc.returncode} without a result",
             "traceback": tail,
+            "tests": _finished_tests(out),
         }
+
+
+def _finished_tests(out: bytes) -> list[dict]:
+    """The tests a judge reported as they finished (its `{"test": ...}` lines) before it ended early."""
+    tests = []
+    for line in out.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by the judge's end
+        if isinstance(record, dict) and isinstance(record.get("test"), dict):
+            tests.append(record["test"])
+    return tests
 
 
 def grade_one(
@@ -159,20 +181,24 @@ def grade_one(
         msg = f"the grader failed on this notebook ({raw['fatal']}); ask your instructor to look at it"
         res = all_errors(lab, student, path, msg, notes=notes, grader_error=raw["fatal"])
         print(f"cudalearn grade: {path}: {raw['fatal']}\n{raw.get('traceback', '')}", file=sys.stderr)
+        finished = {t["id"]: _test_result(t) for t in raw.get("tests", ())}  # kept: they had finished
+        res.tests = [finished.get(t.test_id, t) for t in res.tests]
         return res
-    tests = [
-        TestResult(
-            t["id"],
-            t["exercise"],
-            float(t["points"]),
-            float(t["max"]),
-            t["status"],
-            t["message"],
-            t.get("output", ""),
-        )
-        for t in raw["tests"]
-    ]
+    tests = [_test_result(t) for t in raw["tests"]]
     return Result(student, lab.name, path, tests, notes + raw["notes"], raw.get("isolation", {}))
+
+
+def _test_result(t: dict) -> TestResult:
+    """A test's result as the judge sent it."""
+    return TestResult(
+        t["id"],
+        t["exercise"],
+        float(t["points"]),
+        float(t["max"]),
+        t["status"],
+        t["message"],
+        t.get("output", ""),
+    )
 
 
 def grade(

@@ -2,7 +2,10 @@
 
 Started by the grader as `python -I -B -m cudalearn.grading.judge`; the job
 (the solution notebook's cells, the student's answer code, the limits)
-arrives on standard input, the result leaves on standard output as JSON.
+arrives on standard input, the result leaves on standard output as JSON
+lines: one `{"test": ...}` per test as it finishes, then the whole result.
+A judge killed midway (its memory limit) so still reports the tests it
+finished.
 The judge makes itself non-dumpable first, so no process of the same user
 can read its memory (where the hidden tests are) through ptrace or /proc.
 
@@ -56,6 +59,7 @@ class Judge(Channel):
         self.notes: list[str] = []
         self.rebuilder: Any = None
         self.untraceable: dict[str, str] = {}  # kernel -> why the tracer cannot be given it
+        self.emit: Any = lambda test: None  # sends each test's result as it finishes (main: a JSON line)
 
     # Cells ------------------------------------------------------------------------
 
@@ -244,6 +248,7 @@ class Judge(Channel):
                     self._context(cell)
             elif role == "test":
                 tests.append(self._test(cell))
+                self.emit(tests[-1])  # kept by the grader even if the judge dies later
         if self.sandbox is not None:
             self.sandbox.kill()
         return {"tests": tests, "notes": self.notes, "isolation": self.isolation, "restarts": self.restarts}
@@ -268,7 +273,14 @@ def main() -> None:
         from cudalearn import ptx
 
         ptx.prestart()  # the compile for a real GPU, that every kernel check runs, warms up meanwhile
-        result = Judge(job).run()
+        judge = Judge(job)
+
+        def emit(test: dict) -> None:
+            out.write(json.dumps({"test": test}) + "\n")
+            out.flush()
+
+        judge.emit = emit
+        result = judge.run()
     except BaseException as e:  # a grader bug or a broken lab, never the student's fault
         import traceback
 

@@ -14,6 +14,9 @@ from cudalearn.grading.namespaces import closed_folder, probe_namespaces
 
 DEFAULT_USER = "nobody"  # student code runs as this user when the grader is root and no --user is given
 JUDGE_MEMORY_MB = 4096  # the judge's own memory limit, at least (it holds the lab's arrays and a reply)
+# The judge's cgroup allows this much more than its RLIMIT_DATA (its heap only): a judge whose own work grows
+# too big gets a MemoryError, which costs only the cell or test running, before the cgroup's SIGKILL.
+JUDGE_CGROUP_HEADROOM_MB = 1024
 
 
 @dataclass(frozen=True)

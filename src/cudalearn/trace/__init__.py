@@ -116,6 +116,11 @@ Memory model
 * New shared and local arrays hold NaN (floats) or 0 (other dtypes), so a read
   before a write shows in the outputs too. Shared writes are tracked per block
   by byte address (initcheck); local arrays are not.
+* A kernel that does not finish (an endless `while`) raises `TraceEndless` (a
+  TraceError) once one block has made MAX_BLOCK_ACCESSES array accesses: it names the
+  block, a thread, its most executed line and the `while` loop around it. This bounds
+  a trace's memory (each access is kept until its block ends); a loop with no array
+  access at all runs until the caller's time limit.
 * Not modelled: caches, timing, warp scheduling (the interleaving of warps is one
   valid order; atomics run in block order, a GPU's order varies), constant and local
   memory (not counted), a `syncwarp` whose mask leaves out lanes of the warp (it
@@ -130,7 +135,14 @@ Memory model
 
 from cudalearn.trace.execute import trace
 from cudalearn.trace.fake_cuda import FakeCuda
-from cudalearn.trace.model import Dim3, TraceError, TraceOutOfBounds, TraceUnsupported, WarpError
+from cudalearn.trace.model import (
+    Dim3,
+    TraceEndless,
+    TraceError,
+    TraceOutOfBounds,
+    TraceUnsupported,
+    WarpError,
+)
 from cudalearn.trace.recorder import TracedArray
 from cudalearn.trace.report import (
     TILE_BARRIERS_HINT,
@@ -158,6 +170,7 @@ __all__ = [
     "SharedRequest",
     "TILE_BARRIERS_HINT",
     "TraceError",
+    "TraceEndless",
     "TraceOutOfBounds",
     "TraceUnsupported",
     "TracedArray",

@@ -23,6 +23,7 @@ from cudalearn.trace.model import (
     MAX_THREADS,
     WARP_SIZE,
     Dim3,
+    TraceEndless,
     TraceError,
     TraceOutOfBounds,
     dim3,
@@ -301,6 +302,8 @@ def trace(kernel, griddim, blockdim, *args) -> TraceReport:
                 for by in range(griddim[1]):
                     for bx in range(griddim[0]):
                         _run_block(rec, fake, run, traced, (bx, by, bz))
+    except TraceEndless as e:
+        raise _endless(e, fn, rec) from None
     finally:
         if gc_enabled:
             gc.enable()
@@ -308,6 +311,32 @@ def trace(kernel, griddim, blockdim, *args) -> TraceReport:
     rep.kernel, rep.outputs = fn.__name__, outputs
     rep.by_line = dict(sorted(rep.by_line.items(), key=lambda kv: (isinstance(kv[0], tuple), kv[0])))
     return rep
+
+
+def _endless(e, fn, rec):
+    """The TraceEndless a student can act on: the thread, its most executed line and the loop around it."""
+    loop = 0
+    if e.line:
+        fdef = _function_tree(fn)[1]
+        loops = [
+            n
+            for n in ast.walk(fdef)
+            if isinstance(n, (ast.For, ast.While)) and n.lineno <= e.line <= (n.end_lineno or n.lineno)
+        ]
+        whiles = [n.lineno for n in loops if isinstance(n, ast.While)]  # a `for ... in range` ends
+        loop = max(whiles) if whiles else min((n.lineno for n in loops), default=0)
+    name, src = fn.__name__, linecache.getline(rec.kernel_file, e.line).strip()
+    where = f"line {e.line} (`{src}`)" if e.line else "an array access in a device function"
+    where += f" {e.steps:,} times"
+    if loop:
+        where += f", in the loop at line {loop} (`{linecache.getline(rec.kernel_file, loop).strip()}`)"
+    msg = (
+        f"`{name}` did not finish: block {e.block} made more than {rec.budget:,} array accesses, and its"
+        f" thread {e.thread} ran {where}. An endless loop? Check that the loop"
+        " variable advances in every iteration (e.g. `t += 1` at the end of a `while` loop) and that the"
+        " loop's bound is the one you mean."
+    )
+    return TraceEndless(msg, name, e.thread, e.block, e.line, e.steps, loop)
 
 
 def _run_block(rec, fake, run, args, block):

@@ -13,6 +13,10 @@ MAX_THREADS = 2**16  # the tracer runs every thread in Python
 MAX_RACES = 20  # races kept in a report (all are counted)
 MAX_FINDINGS = 20  # barrier errors and uninitialized reads kept in a report (all are counted)
 MAX_KEPT_REQUESTS = 50_000  # shared requests kept for shared_request / bank_diagram
+# Array accesses one block may make before the tracer calls its kernel endless (TraceEndless). Each is kept
+# until the block ends (request groups), about 100 bytes apiece: this bounds a trace's memory near 0.5 GiB,
+# and sits far above the course's largest traced block (a few hundred thousand accesses).
+MAX_BLOCK_ACCESSES = 4_000_000
 LOAD, STORE, ATOMIC = 0, 1, 2
 
 
@@ -37,6 +41,19 @@ class WarpError(TraceError):
     def __init__(self, message, kernel, line):
         super().__init__(message)
         self.kernel, self.line = kernel, line
+
+
+class TraceEndless(TraceError):
+    """A block that made more than MAX_BLOCK_ACCESSES array accesses: most likely an endless loop (Chapter 3).
+
+    thread, block: the thread running when the budget ran out; line: its most executed access, run `steps`
+    times; loop: the line of the innermost loop around that access (0: unknown).
+    """
+
+    def __init__(self, message, kernel, thread, block, line, steps, loop=0):
+        super().__init__(message)
+        self.kernel, self.thread, self.block = kernel, thread, block
+        self.line, self.steps, self.loop = line, steps, loop
 
 
 class TraceOutOfBounds(IndexError):

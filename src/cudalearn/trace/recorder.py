@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from cudalearn.trace import model
 from cudalearn.trace.model import (
     ATOMIC,
     LOAD,
@@ -16,6 +17,7 @@ from cudalearn.trace.model import (
     MAX_RACES,
     NUM_BANKS,
     STORE,
+    TraceEndless,
     TraceError,
     TraceOutOfBounds,
 )
@@ -167,6 +169,8 @@ class Recorder:
         self.lane = self.warp = 0
         self.block = self.thread = (0, 0, 0)
         self.counts = {}
+        self.budget = model.MAX_BLOCK_ACCESSES  # read here, so a test can lower it
+        self.accesses = 0  # array accesses of the current block
 
     def warn(self, key, msg):
         """Add a warning to the report once per key (as the first block shows it)."""
@@ -190,6 +194,7 @@ class Recorder:
         self.init = set()  # shared byte addresses written in earlier phases of the block
         self.mine = set()  # ... and by the current thread in this phase (set by the scheduler)
         self.phase_mines, self.pending = [], []  # this phase's `mine` sets; its kept uninitialized reads
+        self.accesses = 0
 
     def access(self, alloc, off, kind, frame, atomic):
         """Record one element access of the current thread (the hot path)."""
@@ -197,6 +202,9 @@ class Recorder:
         counts = self.counts
         k = counts.get(key, 0)  # the k-th execution of this line, array and kind by this thread
         counts[key] = k + 1
+        self.accesses += 1
+        if self.accesses > self.budget:
+            raise self.endless()
         gkey = (self.warp, key, k)
         group = self.groups.get(gkey)
         if group is None:
@@ -214,6 +222,11 @@ class Recorder:
         if kind == STORE:
             self.written.add(alloc.id)
         self.log.append((alloc, off, ATOMIC if atomic else kind, self.thread, key))
+
+    def endless(self):
+        """The TraceEndless for the current thread: its most executed access line and how often it ran."""
+        (file, line, _, _), steps = max(self.counts.items(), key=lambda kv: kv[1])
+        return TraceEndless("", "", self.thread, self.block, line if file == self.kernel_file else 0, steps)
 
     def end_phase(self):
         """At a barrier: race-check the phase's accesses to arrays written in it; commit its shared writes."""
