@@ -84,6 +84,22 @@ MUTATIONS = [
             "with torch.no_grad():\n            f = self.fc2(torch.relu(self.fc1(x)))\n        return x + f",
         ),
     ),
+    wrong(
+        "block-no-bias",
+        "ResidualBlock",
+        "drops the biases (bias=False): dead ReLUs then give exercise 3 a 0/0 ratio",
+        r"`fc1` has no bias",
+        ("self.fc1 = nn.Linear(width, width)", "self.fc1 = nn.Linear(width, width, bias=False)"),
+        ("self.fc2 = nn.Linear(width, width)", "self.fc2 = nn.Linear(width, width, bias=False)"),
+    ),
+    wrong(
+        "block-hard-coded-width",
+        "ResidualBlock",
+        "hard-codes the width of the visible check's first case, Linear(8, 8)",
+        r"`fc1` is Linear\(8, 8\).*Linear\(5, 5\)",
+        ("self.fc1 = nn.Linear(width, width)", "self.fc1 = nn.Linear(8, 8)"),
+        ("self.fc2 = nn.Linear(width, width)", "self.fc2 = nn.Linear(8, 8)"),
+    ),
     valid(
         "block-functional-relu",
         "ResidualBlock",
