@@ -220,6 +220,35 @@ MUTATIONS = [
             "logits = torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], dim=1)",
         ),
     ),
+    wrong(
+        "split-logits-on-column-1",
+        "split_forward",
+        "gathers the logits on column 1: sends column 0's half across (right numbers on one CPU)",
+        r"gathered with sends \['0->1'\].*net\.send\(h\[1\], 1, 0, alexnet\.OUTPUT\)",
+        (
+            "torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], dim=1)",
+            "torch.cat([net.send(h[0], 0, 1, alexnet.OUTPUT), h[1]], dim=1)",
+        ),
+    ),
+    wrong(
+        "split-x-not-moved",
+        "split_forward",
+        "never moves the images to the columns' devices: h = [x, x] (right numbers on one CPU)",
+        r"column 0 and 1 computed on the images x as they came.*x\.to\(dev\)",
+        ("h = [x.to(dev) for dev in net.devices]", "h = [x, x]"),
+    ),
+    wrong(
+        "split-send-src-dst-swapped",
+        "split_forward",
+        "passes dst before src to net.send: each half is delivered to the wrong column (right numbers and "
+        "bytes on one CPU)",
+        r"a column used what lives on the other column's device:.*delivers t to column (0|1), but column "
+        r"(1|0) used the result",
+        (
+            "[net.send(h[0], 0, c, name), net.send(h[1], 1, c, name)]",
+            "[net.send(h[0], c, 0, name), net.send(h[1], c, 1, name)]",
+        ),
+    ),
     valid(
         "split-explicit-columns",
         "split_forward",

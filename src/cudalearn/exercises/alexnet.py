@@ -186,17 +186,75 @@ def _split_hint(cfg: AlexNetConfig) -> str:
     )
 
 
+class _Images(torch.Tensor):
+    """Images whose `.to(...)` gives a plain tensor: one still of this type at a column was never moved."""
+
+    def to(self, *args: Any, **kwargs: Any) -> torch.Tensor:  # type: ignore[override]
+        return self.as_subclass(torch.Tensor).to(*args, **kwargs)
+
+
+class _WatchedColumns(TwoColumnAlexNet):
+    """The two-column network of the check: it notes each column whose stage got the images not moved."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.unmoved: set[int] = set()
+
+    def stage(self, name: str, c: int, h: torch.Tensor) -> torch.Tensor:
+        if isinstance(h, _Images):
+            self.unmoved.add(c)
+            h = h.as_subclass(torch.Tensor)
+        return super().stage(name, c, h)
+
+
+def _column_mixups(logits: torch.Tensor, net: TwoColumnAlexNet) -> list[str]:
+    """Where a column used what lives on the other column's device, read from the autograd graph.
+
+    The checks run both columns on the CPU, where such a mix-up computes the right numbers (on two GPUs
+    it fails). Walking back from the logits (column 0's), everything belongs to one column until a
+    net.send: the send must deliver to that column, and behind it lies the sender's column. A weight
+    reached from the other column's tensors is a mix-up too.
+    """
+    owner = {id(p): (c, key) for key, p in net.column_tensors().items() for c in (int(key.split(".")[1]),)}
+    problems: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    stack = [(logits.grad_fn, 0)]
+    while stack and len(problems) < 3:
+        node, c = stack.pop()
+        if node is None or (id(node), c) in seen:
+            continue
+        seen.add((id(node), c))
+        route = getattr(node, "route", None) if type(node).__name__ == "_SendBackward" else None
+        if route is not None:
+            src, dst = route
+            if dst != c:
+                problems.append(
+                    f"net.send(t, {src}, {dst}, {node.layer!r}) delivers t to column {dst}, but column {c} "
+                    f"used the result"
+                )
+            c = src
+        elif type(node).__name__ == "AccumulateGrad":
+            col, key = owner.get(id(node.variable), (c, ""))
+            if col != c:
+                problems.append(f"column {c} computed with {key}, a tensor of column {col}")
+        stack.extend((nxt, c) for nxt, _ in node.next_functions)
+    return problems
+
+
 def split_experiment(split_forward: Callable, cfg: AlexNetConfig, batch: int, seed: int) -> dict:
     """Lab 7, where the student's code runs: split_forward on a two-column copy of the seeded network.
 
     Returns plain data: the logits (detached), their device and requires_grad, the gradients of every
-    column tensor after a cross-entropy backward pass, the bytes counted per layer, and whether the
-    package's own forward pass was called.
+    column tensor after a cross-entropy backward pass, the bytes counted per layer and per (src, dst)
+    route, the columns that used the images without moving them, the places where one column used the
+    other's tensors, and whether the package's own forward pass was called.
     """
     net, x, y = _split_problem(cfg, batch, seed)
-    two = TwoColumnAlexNet.from_unsplit(net)
+    two = _WatchedColumns.from_unsplit(net)
     with device.one_torch_thread(), _watch(TwoColumnAlexNet.forward, AlexNet.forward) as called:
-        got = _call(split_forward, "split_forward", two, x, hint=_split_hint(cfg))
+        got = _call(split_forward, "split_forward", two, x.as_subclass(_Images), hint=_split_hint(cfg))
+    if isinstance(got, _Images):
+        got = got.as_subclass(torch.Tensor)
     out: dict[str, Any] = {"forward_called": bool(called), "type": _type_name(got), "logits": None}
     if not isinstance(got, torch.Tensor):
         return out
@@ -206,6 +264,7 @@ def split_experiment(split_forward: Callable, cfg: AlexNetConfig, batch: int, se
         column0=str(two.devices[0]),
         requires_grad=bool(got.requires_grad),
     )
+    out["mixups"] = _column_mixups(got, two) if got.grad_fn is not None else []
     if got.requires_grad and tuple(got.shape) == (batch, cfg.classes):
         with device.one_torch_thread():
             F.cross_entropy(got, y).backward()
@@ -213,6 +272,10 @@ def split_experiment(split_forward: Callable, cfg: AlexNetConfig, batch: int, se
         k: None if g is None else g.detach().clone() for k, g in two.column_tensors(grad=True).items()
     }
     out["traffic"] = {k: [int(f), int(b)] for k, (f, b) in two.traffic.by_layer().items()}
+    out["routes"] = {
+        k: {f"{s}->{d}": int(n) for (s, d), n in v.items()} for k, v in two.traffic.by_route().items()
+    }
+    out["unmoved"] = sorted(two.unmoved)
     return out
 
 
@@ -282,6 +345,44 @@ def _check_split_once(split_forward: Callable, cfg: AlexNetConfig, batch: int, s
         raise AssertionError(
             f"{name}: the bytes that crossed between the columns, {counted}, differ from the "
             f"prediction {predicted}. Hint: {hint}Use net.send(t, src, dst, layer) only when src != dst."
+        )
+    _check_columns(name, got, cfg)
+
+
+def _check_columns(name: str, got: dict, cfg: AlexNetConfig) -> None:
+    """Each send goes where its tensor is used, the logits end on column 0, each column moves its images.
+
+    The check runs both columns on the CPU, where the right numbers come out of these mistakes too; on
+    two GPUs they fail, so they are read from the routes of the sends and the autograd graph.
+    """
+    two_gpus = "on two GPUs this fails: the tensors would be on different devices"
+    routes = got["routes"]
+    output = routes.get(alexnet.OUTPUT, {})
+    if set(output) != {"1->0"}:
+        raise AssertionError(
+            f"{name}: the logits were gathered with sends {sorted(output)} under alexnet.OUTPUT; column 1's "
+            f"half goes to column 0, net.send(h[1], 1, 0, alexnet.OUTPUT), and the logits are "
+            f"torch.cat([h[0], that], dim=1) on column 0's device (the CPU run here cannot tell; {two_gpus})."
+        )
+    for layer in cfg.exchange:
+        sent = routes.get(layer, {})
+        if set(sent) != {"0->1", "1->0"}:
+            raise AssertionError(
+                f"{name}: at {layer} the sends went {sorted(sent)}; each column sends its own tensor to the "
+                f"other, net.send(h[0], 0, 1, {layer!r}) and net.send(h[1], 1, 0, {layer!r}) ({two_gpus})."
+            )
+    if got["mixups"]:
+        raise AssertionError(
+            f"{name}: a column used what lives on the other column's device: {'; '.join(got['mixups'])}. "
+            f"Hint: column c's tensors are h[c]; a tensor reaches column c only as "
+            f"net.send(t, src, c, layer) ({two_gpus})."
+        )
+    if got["unmoved"]:
+        cols = " and ".join(str(c) for c in got["unmoved"])
+        raise AssertionError(
+            f"{name}: column {cols} computed on the images x as they came, never moved to its device. "
+            f"Hint: each column starts from its own copy, h = [x.to(dev) for dev in net.devices] (the CPU "
+            f"run here cannot tell; on two GPUs a column cannot read x on another device)."
         )
 
 
