@@ -94,7 +94,10 @@ def _check_no_conflicts(report: Any, what: str) -> None:
             f"({report.shared_wavefronts} wavefronts for {report.shared_requests} warp requests; without "
             f"conflicts each request takes one). The most are on {_worst_line(report)}. Hint: a warp that "
             f"walks down a column of a (32, 32) float32 tile hits one bank 32 times; declare the tile with "
-            f"a padding column, (TILE, TILE + 1), so each row starts one bank further on."
+            f"a padding column, shape (TILE, TILE + 1), so each row starts one bank further on. Write that "
+            f"width as a number, cuda.shared.array((TILE, 33), float32), or as a module-level constant "
+            f"(`TILE_PAD = TILE + 1` above the kernel): a shape computed inside the kernel does not compile "
+            f"for a real GPU."
         )
 
 
