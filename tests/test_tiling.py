@@ -264,6 +264,94 @@ def matmul_tiled_drops_last_tile(A, B, C):
 
 
 @cuda.jit
+def matmul_tiled_resets_acc(A, B, C):
+    """The tiled product with the accumulator reset at every tile."""
+    sA = cuda.shared.array((16, 16), float32)
+    sB = cuda.shared.array((16, 16), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * 16 + ty
+    col = cuda.blockIdx.x * 16 + tx
+    K = A.shape[1]
+    acc = float32(0.0)
+    for t in range((K + 15) // 16):
+        k0 = t * 16
+        acc = float32(0.0)
+        a = float32(0.0)
+        if row < A.shape[0] and k0 + tx < K:
+            a = A[row, k0 + tx]
+        b = float32(0.0)
+        if k0 + ty < K and col < B.shape[1]:
+            b = B[k0 + ty, col]
+        sA[ty, tx] = a
+        sB[ty, tx] = b
+        cuda.syncthreads()
+        for k in range(16):
+            acc += sA[ty, k] * sB[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def matmul_tiled_inner_short(A, B, C):
+    """The tiled product whose inner loop runs over range(TILE - 1)."""
+    sA = cuda.shared.array((16, 16), float32)
+    sB = cuda.shared.array((16, 16), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * 16 + ty
+    col = cuda.blockIdx.x * 16 + tx
+    K = A.shape[1]
+    acc = float32(0.0)
+    for t in range((K + 15) // 16):
+        k0 = t * 16
+        a = float32(0.0)
+        if row < A.shape[0] and k0 + tx < K:
+            a = A[row, k0 + tx]
+        b = float32(0.0)
+        if k0 + ty < K and col < B.shape[1]:
+            b = B[k0 + ty, col]
+        sA[ty, tx] = a
+        sB[ty, tx] = b
+        cuda.syncthreads()
+        for k in range(15):
+            acc += sA[ty, k] * sB[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def matmul_tiled_one_tile_short(A, B, C):
+    """The tiled product over range((K - 1) // TILE) tiles."""
+    sA = cuda.shared.array((16, 16), float32)
+    sB = cuda.shared.array((16, 16), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * 16 + ty
+    col = cuda.blockIdx.x * 16 + tx
+    K = A.shape[1]
+    acc = float32(0.0)
+    for t in range((K - 1) // 16):
+        k0 = t * 16
+        a = float32(0.0)
+        if row < A.shape[0] and k0 + tx < K:
+            a = A[row, k0 + tx]
+        b = float32(0.0)
+        if k0 + ty < K and col < B.shape[1]:
+            b = B[k0 + ty, col]
+        sA[ty, tx] = a
+        sB[ty, tx] = b
+        cuda.syncthreads()
+        for k in range(16):
+            acc += sA[ty, k] * sB[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
 def matmul_accumulates_in_c(A, B, C):
     """A naive product that adds into C: right only when C starts zeroed."""
     col, row = cuda.grid(2)
@@ -278,6 +366,20 @@ def test_lab3_check_names_the_cause_of_planted_errors():
     last = failure(exercises.check_matmul_tiled, matmul_tiled_drops_last_tile, 16)
     assert "k is a multiple of TILE" in last and "(K + TILE - 1) // TILE" in last, last
     assert "reads C before writing it" in failure(exercises.check_matmul_tiled, matmul_accumulates_in_c, 16)
+
+
+@pytest.mark.parametrize(
+    "kernel,cause",
+    [
+        (matmul_tiled_resets_acc, "the accumulator is reset inside the tile loop"),
+        (matmul_tiled_inner_short, "misses the last k of every tile"),
+        (matmul_tiled_one_tile_short, "misses the last tile along k"),
+    ],
+)
+def test_lab3_probe_names_loop_mistakes_not_indexing(kernel, cause):
+    """A reset accumulator or a loop one short is not "the indexing is off" (D11)."""
+    msg = failure(exercises.check_matmul_tiled, kernel, 16)
+    assert cause in msg and "indexing" not in msg, msg
 
 
 def test_lab4_transpose_check():

@@ -234,12 +234,51 @@ LAB4_TILES = (
 )
 
 
+def _loop_mistake(kernel: Any, tile: int, size: tuple[int, int, int]) -> str | None:
+    """Labs 3-4: the loop mistake whose partial sum the kernel's C equals on `size` (whole tiles), or None.
+
+    A reset accumulator keeps the last tile's products only, `range(TILE - 1)` drops the last k of every
+    tile, a tile loop one short (`range((K - 1) // TILE)` here) drops the last tile.
+    """
+    m, k, n = size
+    try:
+        got, _ = _run_matmul(kernel, tile, m, k, n, seed=3)
+    except AssertionError:
+        return None
+    A, B = (x.astype(np.float64) for x in _matmul_problem(_rng(3), m, k, n))
+    ks = np.arange(k)
+    for keep, why in (
+        (
+            ks >= k - tile,
+            "C holds the products of the last tile along k only: the accumulator is reset inside the tile "
+            "loop. Start it once, acc = float32(0.0), before the loop over the tiles.",
+        ),
+        (
+            ks % tile != tile - 1,
+            "C misses the last k of every tile: the inner loop stops one short. Loop over range(TILE).",
+        ),
+        (
+            ks < k - tile,
+            "C misses the last tile along k: the tile loop stops one tile short. Loop over "
+            "(K + TILE - 1) // TILE tiles.",
+        ),
+    ):
+        if np.allclose(got, A[:, keep] @ B[keep, :], **checks.matmul_tol(k)):
+            return (
+                f"your kernel is wrong even when m, k and n are multiples of TILE ({m}, {k}, {n}), and {why}"
+            )
+    return None
+
+
 def _matmul_probe(kernel: Any, tile: int, tiles: str) -> str | None:
     """Labs 3-4: which sizes a wrong tiled matmul gets right, as a hint (whole tiles, partial k, m, n)."""
     if not _matmul_right(kernel, tile, (2 * tile, 2 * tile, tile)):
+        loop = _loop_mistake(kernel, tile, (2 * tile, 2 * tile, tile))
+        if loop is not None:
+            return loop
         return (
             f"your kernel is wrong even when m, k and n are multiples of TILE ({2 * tile}, {2 * tile}, "
-            f"{tile}), so the indexing is off, not the partial tiles. Thread (tx, ty) = "
+            f"{tile}), so the indexing or the loop bounds are off, not the partial tiles. Thread (tx, ty) = "
             f"(cuda.threadIdx.x, cuda.threadIdx.y) of block (bx, by) computes "
             f"C[by * TILE + ty, bx * TILE + tx]; {tiles}: check each index of your loads, inner loop and "
             f"store against that."
