@@ -104,6 +104,15 @@ def _exchange_hint(got: Any, cfg: AlexNetConfig, batch: int, size: int) -> str:
         )
     if got == total // 2 - per_layer[alexnet.OUTPUT][0]:
         return "count both directions and the logits gathered for the loss."
+    if batch > 1 and got * batch == total:
+        return (
+            f"that is the count for one image: every image of the batch crosses, multiply by batch ({batch})."
+        )
+    if got == total + 2 * batch * (cfg.classes - cfg.classes // 2) * size:
+        return (
+            "you counted all the logits: only column 1's half, cfg.classes // 2 per image, crosses to "
+            "column 0 (column 0's half is already there), and its gradient back."
+        )
     if size != 4 and got == 2 * values * 4:
         return f"that is the answer for 4-byte elements: multiply by bytes_per_element (here {size})."
     if cfg.exchange != alexnet.EXCHANGE_2012:
@@ -255,7 +264,12 @@ def split_experiment(split_forward: Callable, cfg: AlexNetConfig, batch: int, se
         got = _call(split_forward, "split_forward", two, x.as_subclass(_Images), hint=_split_hint(cfg))
     if isinstance(got, _Images):
         got = got.as_subclass(torch.Tensor)
-    out: dict[str, Any] = {"forward_called": bool(called), "type": _type_name(got), "logits": None}
+    out: dict[str, Any] = {
+        "forward_called": bool(called),
+        "type": _type_name(got),
+        "logits": None,
+        "training": bool(two.training),  # the network is in evaluation mode before the call
+    }
     if not isinstance(got, torch.Tensor):
         return out
     out.update(
@@ -279,13 +293,33 @@ def split_experiment(split_forward: Callable, cfg: AlexNetConfig, batch: int, se
     return out
 
 
-def _logits_hint(got: torch.Tensor, expected: torch.Tensor, cfg: AlexNetConfig) -> str:
-    """Why split_forward's logits differ from the unsplit network's: halves swapped, or the layers."""
+def _logits_hint(
+    got: torch.Tensor, expected: torch.Tensor, cfg: AlexNetConfig, training: bool = False
+) -> str:
+    """Why split_forward's logits differ from the unsplit network's: a half, swapped, softmax, mode..."""
     half = cfg.classes // 2
+    if got.ndim == 2 and got.shape == (expected.shape[0], half):
+        which = (
+            "column 0's" if torch.allclose(got, expected[:, :half], rtol=1e-4, atol=1e-5) else "one column's"
+        )
+        return (
+            f"you returned {which} half of the logits only: cat column 1's half after it, sent to column 0 "
+            f"with net.send(h[1], 1, 0, alexnet.OUTPUT)."
+        )
     if got.shape == expected.shape and torch.allclose(got.roll(half, dims=1), expected, rtol=1e-4, atol=1e-5):
         return (
             "your logits are the right ones with the two halves swapped: column 0's output comes first, "
             "then column 1's (sent to column 0 under alexnet.OUTPUT)."
+        )
+    if got.shape == expected.shape and torch.allclose(got.sum(1), torch.ones(()), atol=1e-4):
+        return (
+            "your rows sum to 1: those are probabilities (softmax); return the logits, the raw output of "
+            "fc8, and leave the softmax to the loss (F.cross_entropy)."
+        )
+    if training:
+        return (
+            "split_forward switched the network to training mode (net.train()), so dropout drops "
+            "activations at random: leave the network's mode as it is."
         )
     return (
         f"this network exchanges at {cfg.exchange}: at those layers each column's input is "
@@ -318,7 +352,9 @@ def _check_split_once(split_forward: Callable, cfg: AlexNetConfig, batch: int, s
     try:
         checks.check_close(got["logits"], expected.detach().numpy(), name=name, rtol=1e-4, atol=1e-5)
     except AssertionError as e:  # the generic hint speaks of indexing: say what differs in this network
-        hint = _logits_hint(torch.as_tensor(np.asarray(got["logits"])), expected.detach(), cfg)
+        hint = _logits_hint(
+            torch.as_tensor(np.asarray(got["logits"])), expected.detach(), cfg, got.get("training", False)
+        )
         raise AssertionError(str(e).split(" Hint: ")[0] + " Hint: " + hint) from None
     if not got["requires_grad"]:
         raise AssertionError(
@@ -328,7 +364,11 @@ def _check_split_once(split_forward: Callable, cfg: AlexNetConfig, batch: int, s
     for key, g in net.column_tensors(grad=True).items():
         mine = got["grads"].get(key)
         if mine is None:
-            raise AssertionError(f"the gradient of {key} is None: that layer was not used in split_forward.")
+            raise AssertionError(
+                f"the gradient of {key} is None: no gradient reached that layer. Either it was not used in "
+                f"split_forward, or a tensor on its way to the logits was cut from the graph (.detach(), "
+                f".data, torch.no_grad()); net.send keeps the graph."
+            )
         scale = float(g.abs().max()) or 1.0
         checks.check_close(mine, g.numpy(), name=f"gradient of {key}", rtol=1e-4, atol=1e-5 * scale)
     counted = {k: tuple(v) for k, v in got["traffic"].items()}
