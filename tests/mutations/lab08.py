@@ -228,6 +228,20 @@ MUTATIONS = [
         r"Python float",
         (RATIO, "return layers[0].weight.grad.norm() / layers[-1].weight.grad.norm()"),
     ),
+    wrong(
+        "ratio-mse-loss",
+        "first_to_last",
+        "takes the MSE against one-hot labels instead of the cross-entropy",
+        r"your loss is the MSE against one-hot labels.*F\.cross_entropy",
+        ("F.cross_entropy(net(X), y).backward()", "F.mse_loss(net(X), F.one_hot(y, 10).float()).backward()"),
+    ),
+    wrong(
+        "ratio-mean-logits",
+        "first_to_last",
+        "backpropagates the mean of the logits",
+        r"your loss is the mean of the logits",
+        ("F.cross_entropy(net(X), y).backward()", "net(X).mean().backward()"),
+    ),
     valid(
         "ratio-autograd-grad",
         "first_to_last",

@@ -436,6 +436,15 @@ def _check_first_to_last(
         "stale": ((fresh[0] + stale[0]).norm() / (fresh[-2] + stale[-2]).norm()).item(),
         "bias": (fresh[0].norm() / fresh[-1].norm()).item(),
     }
+    other_losses = {  # the losses students take instead of the cross-entropy
+        "the MSE against one-hot labels": lambda out: F.mse_loss(out, F.one_hot(y, out.shape[1]).float()),
+        "the mean of the logits": lambda out: out.mean(),
+        "the sum of the logits": lambda out: out.sum(),
+        "F.nll_loss on the logits (no log_softmax)": lambda out: F.nll_loss(out, y),
+    }
+    for loss_name, loss in other_losses.items():
+        g = torch.autograd.grad(loss(small(X)), [small[0].weight, small[-1].weight])
+        norms[loss_name] = (g[0].norm() / g[1].norm()).item()
     expected = norms["fresh"]
     if not math.isclose(got, expected, rel_tol=1e-4):
         hint = "divide the norm of the first Linear layer's weight gradient by the last one's."
@@ -448,6 +457,8 @@ def _check_first_to_last(
             )
         elif math.isclose(got, norms["bias"], rel_tol=1e-4):
             hint = "the last parameter of the net is the last layer's bias: use the last Linear's .weight."
+        elif loss_name := next((k for k in other_losses if math.isclose(got, norms[k], rel_tol=1e-4)), None):
+            hint = f"your loss is {loss_name}: L is the cross-entropy, F.cross_entropy(net(X), y)."
         raise AssertionError(f"first_to_last(small net) is {got:.6g}, expected {expected:.6g}. Hint: {hint}")
     try:
         _check_residual_block(cls, widths=(width,), batches=((2,),))
