@@ -382,6 +382,29 @@ def test_lab3_probe_names_loop_mistakes_not_indexing(kernel, cause):
     assert cause in msg and "indexing" not in msg, msg
 
 
+@cuda.jit
+def transpose_no_barrier(src, dst):
+    """The padded tiled transpose (TILE = 32) without its cuda.syncthreads(): a race on the tile."""
+    tile = cuda.shared.array((32, 33), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * 32 + ty
+    col = cuda.blockIdx.x * 32 + tx
+    if row < src.shape[0] and col < src.shape[1]:
+        tile[ty, tx] = src[row, col]
+    out_row = cuda.blockIdx.x * 32 + ty
+    out_col = cuda.blockIdx.y * 32 + tx
+    if out_row < dst.shape[0] and out_col < dst.shape[1]:
+        dst[out_row, out_col] = tile[tx, ty]
+
+
+def test_lab4_transpose_race_gets_the_one_barrier_hint():
+    """The transpose has no loop: its race hint is one barrier, not the tiled matmul's two (D12)."""
+    race = failure(exercises.check_transpose_no_conflict, transpose_no_barrier, 32)
+    assert "race" in race and "needs one barrier" in race, race
+    assert "end of the loop body" not in race and "compare your indexing" not in race, race
+
+
 def test_lab4_transpose_check():
     exercises.check_transpose_no_conflict(transpose.transpose_tiled32_padded, 32)
     conflict = failure(exercises.check_transpose_no_conflict, transpose.transpose_tiled32, 32)

@@ -42,12 +42,12 @@ _trace = checks.trace_kernel
 # The sanitizer's findings, as messages with the lab's hint --------------------
 
 
-def _race_message(report: Any, what: str) -> str:
-    """The first race of a trace as a message with the tiles' barrier hint, after `what` (labs 3-4)."""
-    return f"{what}: {report.race_message()}"
+def _race_message(report: Any, what: str, race_hint: str | None = None) -> str:
+    """The first race of a trace as a message with the barrier hint (the tiles' by default), after `what`."""
+    return f"{what}: {report.race_message(race_hint) if race_hint else report.race_message()}"
 
 
-def _traced_cause(traced: Callable[[], Any]) -> str | None:
+def _traced_cause(traced: Callable[[], Any], race_hint: str | None = None) -> str | None:
     """What the tracer names as the cause of a wrong result (sanitizer, memcheck, race), or None."""
     try:
         report = traced()
@@ -55,7 +55,7 @@ def _traced_cause(traced: Callable[[], Any]) -> str | None:
         msg = str(e)
         return None if msg.startswith("the tracer could not run") else msg
     if report.race_count:
-        return report.race_message()
+        return report.race_message(race_hint) if race_hint else report.race_message()
     return None
 
 
@@ -65,6 +65,7 @@ def _check_results(
     probe: Callable[[], str | None] | None = None,
     zeroed: Callable[[], bool] | None = None,
     init_probe: bool = False,
+    race_hint: str | None = None,
 ) -> None:
     """Labs 3-4: run the result checks; a wrong result is explained by the tracer, else by `probe`.
 
@@ -72,6 +73,7 @@ def _check_results(
     probe(): a hint from rerunning the kernel on other sizes, or None. zeroed(): whether the
     kernel is right when its output starts as zeros (it reads its output before writing it).
     init_probe: an unwritten shared read gets probe's hint rather than the sanitizer's zero-fill one.
+    race_hint: the barrier hint of a race, when the kernel's barriers are not a tiled matmul's two.
     """
     try:
         run()
@@ -85,7 +87,7 @@ def _check_results(
     out_of_bounds = msg.startswith("your kernel indexed outside")
     if not out_of_bounds and " is wrong at " not in msg:  # e.g. run_kernel's compile check: as it is
         raise AssertionError(msg)
-    cause = _traced_cause(traced)
+    cause = _traced_cause(traced, race_hint)
     if cause is not None and "(initcheck)" in cause and init_probe and probe is not None:
         hint = probe()  # the sanitizer's zero-fill hint is for tiles that stick out of a matrix
         cause = cause.split(" Hint: ")[0] + (f" Hint: {hint}" if hint else "")
@@ -102,7 +104,7 @@ def _check_results(
     raise AssertionError(msg)
 
 
-def _clean_trace(traced: Callable[[], Any], what: str) -> Any:
+def _clean_trace(traced: Callable[[], Any], what: str, race_hint: str | None = None) -> Any:
     """The trace of a kernel whose result is right; raise if the sanitizer or race check finds it lucky."""
     try:
         report = traced()
@@ -111,7 +113,7 @@ def _clean_trace(traced: Callable[[], Any], what: str) -> Any:
             raise
         raise AssertionError(f"{what} is right, but by luck: {e}") from None
     if report.race_count:
-        raise AssertionError(_race_message(report, f"{what} is right, but by luck"))
+        raise AssertionError(_race_message(report, f"{what} is right, but by luck", race_hint))
     return report
 
 
