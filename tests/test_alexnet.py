@@ -108,6 +108,18 @@ def test_traffic_counts_only_what_changes_column():
     torch.testing.assert_close(two(copies), two(copies[0]))  # a copy per column, or one for both
 
 
+def test_traffic_records_where_each_send_went():
+    """Each forward send's (src column, dst column), so a check can tell directions apart on one CPU."""
+    cfg = AlexNetConfig.small(exchange=("conv3",))
+    two = TwoColumnAlexNet(cfg)
+    logits = two(torch.randn(2, 1, 32, 32))
+    half = alexnet.exchange_bytes(cfg, 2)["conv3"][0] // 2
+    assert two.traffic.by_route() == {"conv3": {(0, 1): half, (1, 0): half}, alexnet.OUTPUT: {(1, 0): 40}}
+    assert logits.grad_fn.next_functions[1][0].route == (1, 0)  # the send's node carries its route
+    logits.sum().backward()
+    assert two.traffic.by_route()[alexnet.OUTPUT] == {(1, 0): 40}  # the gradient's way back is not a route
+
+
 def test_exchange_bytes_of_the_2012_network():
     got = alexnet.exchange_bytes(AlexNetConfig.original(), 128)
     assert got["conv3"] == (128 * 256 * 13 * 13 * 4,) * 2
@@ -281,6 +293,42 @@ def test_check_split_forward_accepts_the_answer_and_catches_shortcuts():
         exercises.check_split_forward(lambda net, x: None)
     with pytest.raises(AssertionError, match="without a gradient"):
         exercises.check_split_forward(lambda net, x: _split_forward(net, x).detach())
+
+
+def test_check_split_forward_catches_device_mixups_that_compute_the_right_numbers_on_one_cpu():
+    """Logits gathered on column 1, sends to the wrong column, images not moved: right on a CPU only."""
+
+    def forward(net, x, *, start=None, gather=None):
+        h = start(net, x) if start else [x.to(dev) for dev in net.devices]
+        for name in alexnet.LAYERS:
+            if name in net.cfg.exchange:
+                h = [torch.cat([net.send(h[0], 0, c, name), net.send(h[1], 1, c, name)], 1) for c in (0, 1)]
+            h = [net.stage(name, c, h[c]) for c in (0, 1)]
+        if gather:
+            return gather(net, h)
+        return torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], dim=1)
+
+    on_column_1 = {"gather": lambda net, h: torch.cat([net.send(h[0], 0, 1, alexnet.OUTPUT), h[1]], dim=1)}
+    cases = [
+        (on_column_1, r"gathered with sends \['0->1'\]"),
+        ({"start": lambda net, x: [x, x]}, r"column 0 and 1 computed on the images x as they came"),
+        ({"start": lambda net, x: [x.to(net.devices[0]), x]}, r"column 1 computed on the images x"),
+    ]
+    for kwargs, match in cases:
+        with pytest.raises(AssertionError, match=match):
+            exercises.check_split_forward(lambda net, x, kw=kwargs: forward(net, x, **kw))
+
+    def swapped(net, x):  # net.send(t, dst, src, ...): right bytes and routes, each half at the wrong column
+        h = [x.to(dev) for dev in net.devices]
+        for name in alexnet.LAYERS:
+            if name in net.cfg.exchange:
+                h = [torch.cat([net.send(h[0], c, 0, name), net.send(h[1], c, 1, name)], 1) for c in (0, 1)]
+            h = [net.stage(name, c, h[c]) for c in (0, 1)]
+        return torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], dim=1)
+
+    with pytest.raises(AssertionError, match=r"delivers t to column \d, but column \d used the result"):
+        exercises.check_split_forward(swapped)
+    exercises.check_split_forward(forward)  # and the right answer, written this way, passes
 
 
 def test_check_split_forward_sends_only_plain_data_across():

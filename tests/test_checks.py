@@ -115,6 +115,25 @@ def test_max_error_and_count_are_reported():
         checks.check_close(got, expected)
 
 
+def test_unwritten_and_nan_elements_are_counted_not_hidden_by_the_largest_error():
+    """NaN has no error to measure: a result wrong only where it is NaN never reads "Largest error: 0"."""
+    expected = np.arange(10, dtype=np.float32)
+    unwritten = checks.empty_output(10)
+    unwritten[:6] = expected[:6]  # 4 elements never written
+    with pytest.raises(AssertionError) as e:
+        checks.check_close(unwritten, expected)
+    assert "Largest error" not in str(e.value) and "4 wrong element(s) were never written" in str(e.value)
+    mixed = unwritten.copy()
+    mixed[0] += 0.25
+    mixed[1] = np.inf
+    with pytest.raises(AssertionError) as e:
+        checks.check_close(mixed, expected)
+    msg = str(e.value)
+    assert "Largest error: 0.25 (over the wrong elements that hold a number)" in msg, msg
+    assert "4 wrong element(s) were never written: they still hold nan" in msg, msg
+    assert "1 wrong element(s) hold NaN or inf" in msg, msg
+
+
 def test_check_function_turns_not_implemented_into_not_done():
     def stub(n):
         raise NotImplementedError()

@@ -262,6 +262,34 @@ def test_a_kernel_the_real_compiler_rejects_gets_its_cause_line_and_fix(kernel, 
     assert " Fix: " in msg and "(Compiler said: " in msg, msg
 
 
+@cuda.jit
+def barrier_typo(a, out):
+    i = cuda.grid(1)
+    cuda.syncthread()
+    if i < a.shape[0]:
+        out[i] = a[i]
+
+
+@cuda.jit
+def index_typo(a, out):
+    i = cuda.threadIdxx.x
+    out[i] = a[i]
+
+
+def test_a_misspelt_cuda_name_is_named_a_typo_with_the_closest_name():
+    """`cuda.syncthread()`: not a CUDA function (Numba's raw AttributeError once read as 'no compiler')."""
+    with pytest.raises(AssertionError) as e:
+        ptx.compile_for_gpu(barrier_typo, (V, V))
+    msg = str(e.value)
+    assert msg.startswith(
+        "your kernel `barrier_typo` cannot compile: `cuda.syncthread` is not a CUDA function"
+    ), msg
+    assert "(line " in msg and "`cuda.syncthread()`" in msg and "write `cuda.syncthreads`" in msg, msg
+    assert "tracer" not in msg and "simulator" not in msg, msg
+    with pytest.raises(AssertionError, match=r"`cuda\.threadIdxx` is not a CUDA function.*`cuda\.threadIdx`"):
+        ptx.compile_for_gpu(index_typo, (V, V))
+
+
 def test_the_computed_shape_message_gives_the_module_level_fix():
     with pytest.raises(AssertionError, match=r"`PADDED = TILE \+ 1` above the kernel"):
         ptx.compile_for_gpu(shape_computed, (V, V))

@@ -251,3 +251,52 @@ def test_lab8_experiments_return_only_data():
     assert plain(arch.input_gradient_experiment(_input_gradient, "conv", 3))
     assert plain(arch.small_ratio_experiment(_first_to_last, 0))
     assert plain(arch.deep_ratio_experiment(_first_to_last, _Block, 2, 4, 0))
+
+
+@pytest.mark.parametrize("raised", [AttributeError, "SubmissionError"])
+def test_lab8_first_to_last_survives_a_block_that_raises(raised):
+    """A ResidualBlock whose code raises costs exercise 1 only: the course's block stands in (exercise 3).
+
+    Under `cudalearn grade` the student's exception comes back rebuilt: a builtin type or SubmissionError.
+    """
+    from cudalearn.grading.errors import SubmissionError
+
+    error = SubmissionError if raised == "SubmissionError" else raised
+
+    class Typo(_Block):
+        def forward(self, x):
+            raise error("'ResidualBlock' object has no attribute 'fc_1'")
+
+    class HardCoded(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            return x + self.fc2(torch.relu(self.fc1(x)))
+
+    with pytest.raises(error):
+        exercises.check_residual_block(Typo)
+    exercises.check_first_to_last(_first_to_last, Typo, blocks=30, width=16)
+    with pytest.raises(AssertionError, match=r"`fc1` is Linear\(8, 8\).*Linear\(5, 5\)"):
+        exercises.check_residual_block(HardCoded)  # the designed message, not torch's shape error
+    exercises.check_first_to_last(_first_to_last, HardCoded, blocks=30, width=16)
+
+
+def test_lab8_block_without_bias_fails_exercise_1_and_nan_is_named():
+    """bias=False fails exercise 1 by name; a 0/0 ratio is reported as nan, gradients exactly 0."""
+
+    class NoBias(_Block):
+        def __init__(self, width):
+            super().__init__(width)
+            self.fc1, self.fc2 = nn.Linear(width, width, bias=False), nn.Linear(width, width, bias=False)
+
+    with pytest.raises(AssertionError, match=r"`fc1` has no bias"):
+        exercises.check_residual_block(NoBias)
+    exercises.check_first_to_last(_first_to_last, NoBias)  # the course's block stands in
+
+    def nan_ratio(net, X, y):
+        return float("nan") if len(list(net.modules())) > 10 else _first_to_last(net, X, y)
+
+    with pytest.raises(AssertionError, match=r"returned nan: 0/0.*exactly 0"):
+        exercises.check_first_to_last(nan_ratio, _Block, blocks=30, width=16)

@@ -172,17 +172,38 @@ def check_close(
         return
     bad = ~ok
     first = tuple(np.argwhere(bad)[0])
-    with np.errstate(invalid="ignore"):
-        err = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
-    finite = err[np.isfinite(err)]
-    max_err = f"{finite.max():.3g}" if finite.size else "nan"
     tol = atol + rtol * float(np.abs(expected[first]))
     raise AssertionError(
         f"`{name}` is wrong at {int(bad.sum())} of {bad.size} elements. First wrong element "
         f"{name}{_fmt_index(first)}: expected {expected[first]!r}, got {actual[first]!r} "
-        f"(allowed error there {tol:.3g}). Largest error: {max_err}."
+        f"(allowed error there {tol:.3g}). {_largest_error(actual, expected, bad)}"
         + _diagnose(actual, expected, bad, block)
     )
+
+
+def _largest_error(actual: np.ndarray, expected: np.ndarray, bad: np.ndarray) -> str:
+    """'Largest error: ...' over the wrong elements that hold a number, then how many hold none (NaN, inf).
+
+    An element never written still holds the sentinel (NaN for floats), which has no error to measure:
+    it is counted apart, so a result with only such elements never reads "Largest error: 0".
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    unwritten = bad & _is_sentinel(actual) & ~_is_sentinel(expected)
+    other = bad & ~np.isfinite(err) & ~unwritten
+    numeric = bad & ~unwritten & ~other
+    parts = []
+    if numeric.any():
+        some = " (over the wrong elements that hold a number)" if numeric.sum() < bad.sum() else ""
+        parts.append(f"Largest error: {err[numeric].max():.3g}{some}")
+    if unwritten.any():
+        parts.append(
+            f"{int(unwritten.sum())} wrong element(s) were never written: they still hold "
+            f"{sentinel(actual.dtype)}, the sentinel the check filled the output with"
+        )
+    if other.any():
+        parts.append(f"{int(other.sum())} wrong element(s) hold NaN or inf (computed, not left unwritten)")
+    return "; ".join(parts) + "."
 
 
 def _type_name(x: Any) -> str:

@@ -118,6 +118,18 @@ CAUSES: list[tuple[str, str, str, str | None]] = [
         "noreturn",
     ),
     (
+        r"module 'numba\.cuda' has no attribute '(?P<name>\w+)' \(did you mean (?P<close>`cuda\.\w+`)\?\)",
+        "`cuda.{name}` is not a CUDA function: numba.cuda has no `{name}` (a typo?)",
+        "write {close}, the closest name numba.cuda defines",
+        "cuda:{name}",
+    ),
+    (
+        r"module 'numba\.cuda' has no attribute '(?P<name>\w+)'",
+        "`cuda.{name}` is not a CUDA function: numba.cuda has no `{name}` (a typo?)",
+        "use a name numba.cuda defines (cuda.syncthreads(), cuda.threadIdx.x, cuda.shared.array, ...)",
+        "cuda:{name}",
+    ),
+    (
         r"recursive device function",  # `compile_for_gpu`'s own words: Numba-CUDA crashes on recursion
         "a device function calls itself (recursion), which Numba cannot compile for the GPU",
         "rewrite the recursion as a loop",
@@ -174,6 +186,8 @@ def _is_construct(node: ast.AST, construct: str, fn: Any) -> bool:
     if construct == "noreturn" and isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         inner = _jitted_py_func(fn.__globals__.get(node.func.id))
         return inner is not None and not _returns_value(inner)
+    if construct.startswith("cuda:") and isinstance(node, ast.Attribute):  # `cuda.<name>`, a name Numba lacks
+        return node.attr == construct[5:] and isinstance(node.value, ast.Name) and node.value.id == "cuda"
     kinds = {"list": (ast.List, ast.ListComp), "dict": (ast.Dict, ast.DictComp), "try": (ast.Try,)}
     if construct == "return":
         return isinstance(node, ast.Return) and node.value is not None
@@ -272,9 +286,12 @@ def explain(message: str, fn: Any, cc: tuple[int, int] = T4) -> str:
             c, f, construct, m = match
             names = {"space": space, **{k: v for k, v in m.groupdict().items() if v is not None}}
             cause, fix = c.format(**names), f.format(**names)
+            construct = construct.format(**names) if construct else None
             break
     where = _source_line(fn, message, construct)
     fix = f" Fix: {fix}." if fix else " Fix: use only what Numba supports in CUDA kernels."
+    if construct and construct.startswith("cuda:"):  # a typo fails everywhere, not only on a GPU
+        return f"your kernel `{fn.__name__}` cannot compile: {cause}{where}.{fix}"
     return (
         f"your kernel `{fn.__name__}` runs under the simulator but a real GPU's compiler ({target}) "
         f"rejects it: {cause}{where}.{fix} (Compiler said: {_relevant_line(message)})"

@@ -180,7 +180,20 @@ def _outcome(e: BaseException) -> tuple[str, str]:
         return "error", str(e)
     if isinstance(e, TypeError) and "kernel must have void return type" in str(e):
         return "error", str(e)
+    missing = re.search(r"module 'numba\.cuda' has no attribute '(\w+)'", str(e))
+    if isinstance(e, AttributeError) and missing:  # `cuda.syncthread()`: a typo, which Numba raises raw
+        return "error", f"AttributeError: {e}{_did_you_mean(missing.group(1))}"
     return "unavailable", f"{type(e).__name__}: {e}"
+
+
+def _did_you_mean(name: str) -> str:
+    """' (did you mean `cuda.syncthreads`?)': the public name of numba.cuda closest to `name`, or ''."""
+    import difflib
+
+    from numba import cuda
+
+    close = difflib.get_close_matches(name, [n for n in dir(cuda) if not n.startswith("_")], n=1)
+    return f" (did you mean `cuda.{close[0]}`?)" if close else ""
 
 
 def _write(stream: Any, obj: Any) -> None:

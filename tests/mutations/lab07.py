@@ -33,6 +33,20 @@ MUTATIONS = [
         ("values += cfg.classes // 2", "values += 0"),
     ),
     wrong(
+        "bytes-no-batch",
+        "exchange_bytes",
+        "counts one image, not the batch",
+        r"count for one image.*multiply by batch",
+        ("return 2 * batch * values * bytes_per_element", "return 2 * values * bytes_per_element"),
+    ),
+    wrong(
+        "bytes-all-logits",
+        "exchange_bytes",
+        "counts all the logits, not column 1's half",
+        r"counted all the logits.*cfg\.classes // 2",
+        ("values += cfg.classes // 2", "values += cfg.classes"),
+    ),
+    wrong(
         "bytes-2012-hard-coded",
         "exchange_bytes",
         "loops over the 2012 exchange layers instead of cfg.exchange",
@@ -218,6 +232,72 @@ MUTATIONS = [
         (
             "return torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], dim=1)",
             "logits = torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], dim=1)",
+        ),
+    ),
+    wrong(
+        "split-half-logits",
+        "split_forward",
+        "returns column 0's logits only",
+        r"has shape \(4, 5\), expected \(4, 10\).*column 0's half of the logits only",
+        (
+            "return torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], dim=1)",
+            "return h[0]",
+        ),
+    ),
+    wrong(
+        "split-softmax",
+        "split_forward",
+        "returns probabilities: a softmax over the logits",
+        r"probabilities \(softmax\)",
+        (
+            "return torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], dim=1)",
+            "return torch.softmax(torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], dim=1), dim=1)",
+        ),
+    ),
+    wrong(
+        "split-train-mode",
+        "split_forward",
+        "switches the network to training mode: dropout on",
+        r"training mode \(net\.train\(\)\)",
+        ("h = [x.to(dev) for dev in net.devices]", "net.train()\n    h = [x.to(dev) for dev in net.devices]"),
+    ),
+    wrong(
+        "split-detach-exchange",
+        "split_forward",
+        "detaches the tensors it sends at the exchange layers",
+        r"gradient of \S+ is None: no gradient reached.*\.detach\(\)",
+        (
+            "[net.send(h[0], 0, c, name), net.send(h[1], 1, c, name)]",
+            "[net.send(h[0].detach(), 0, c, name), net.send(h[1].detach(), 1, c, name)]",
+        ),
+    ),
+    wrong(
+        "split-logits-on-column-1",
+        "split_forward",
+        "gathers the logits on column 1: sends column 0's half across (right numbers on one CPU)",
+        r"gathered with sends \['0->1'\].*net\.send\(h\[1\], 1, 0, alexnet\.OUTPUT\)",
+        (
+            "torch.cat([h[0], net.send(h[1], 1, 0, alexnet.OUTPUT)], dim=1)",
+            "torch.cat([net.send(h[0], 0, 1, alexnet.OUTPUT), h[1]], dim=1)",
+        ),
+    ),
+    wrong(
+        "split-x-not-moved",
+        "split_forward",
+        "never moves the images to the columns' devices: h = [x, x] (right numbers on one CPU)",
+        r"column 0 and 1 computed on the images x as they came.*x\.to\(dev\)",
+        ("h = [x.to(dev) for dev in net.devices]", "h = [x, x]"),
+    ),
+    wrong(
+        "split-send-src-dst-swapped",
+        "split_forward",
+        "passes dst before src to net.send: each half is delivered to the wrong column (right numbers and "
+        "bytes on one CPU)",
+        r"a column used what lives on the other column's device:.*delivers t to column (0|1), but column "
+        r"(1|0) used the result",
+        (
+            "[net.send(h[0], 0, c, name), net.send(h[1], 1, c, name)]",
+            "[net.send(h[0], c, 0, name), net.send(h[1], c, 1, name)]",
         ),
     ),
     valid(

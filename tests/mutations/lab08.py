@@ -84,6 +84,22 @@ MUTATIONS = [
             "with torch.no_grad():\n            f = self.fc2(torch.relu(self.fc1(x)))\n        return x + f",
         ),
     ),
+    wrong(
+        "block-no-bias",
+        "ResidualBlock",
+        "drops the biases (bias=False): dead ReLUs then give exercise 3 a 0/0 ratio",
+        r"`fc1` has no bias",
+        ("self.fc1 = nn.Linear(width, width)", "self.fc1 = nn.Linear(width, width, bias=False)"),
+        ("self.fc2 = nn.Linear(width, width)", "self.fc2 = nn.Linear(width, width, bias=False)"),
+    ),
+    wrong(
+        "block-hard-coded-width",
+        "ResidualBlock",
+        "hard-codes the width of the visible check's first case, Linear(8, 8)",
+        r"`fc1` is Linear\(8, 8\).*Linear\(5, 5\)",
+        ("self.fc1 = nn.Linear(width, width)", "self.fc1 = nn.Linear(8, 8)"),
+        ("self.fc2 = nn.Linear(width, width)", "self.fc2 = nn.Linear(8, 8)"),
+    ),
     valid(
         "block-functional-relu",
         "ResidualBlock",
@@ -211,6 +227,20 @@ MUTATIONS = [
         "returns a 0-d tensor, no .item()",
         r"Python float",
         (RATIO, "return layers[0].weight.grad.norm() / layers[-1].weight.grad.norm()"),
+    ),
+    wrong(
+        "ratio-mse-loss",
+        "first_to_last",
+        "takes the MSE against one-hot labels instead of the cross-entropy",
+        r"your loss is the MSE against one-hot labels.*F\.cross_entropy",
+        ("F.cross_entropy(net(X), y).backward()", "F.mse_loss(net(X), F.one_hot(y, 10).float()).backward()"),
+    ),
+    wrong(
+        "ratio-mean-logits",
+        "first_to_last",
+        "backpropagates the mean of the logits",
+        r"your loss is the mean of the logits",
+        ("F.cross_entropy(net(X), y).backward()", "net(X).mean().backward()"),
     ),
     valid(
         "ratio-autograd-grad",

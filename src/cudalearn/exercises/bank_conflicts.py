@@ -86,6 +86,13 @@ def check_bank_of(bank_of: Callable[[int, int, int], int]) -> None:
     )
 
 
+TRANSPOSE_BARRIER_HINT = (
+    "the transpose has no loop, so it needs one barrier: every thread must finish writing the tile "
+    "(`tile[ty, tx] = ...`) before any thread reads it down a column (`tile[tx, ty]`), so one "
+    "cuda.syncthreads(), with its parentheses, between the two, reached by every thread (outside the ifs)."
+)
+
+
 def _check_no_conflicts(report: Any, what: str) -> None:
     """Raise with the conflict count, the worst line and the padding hint unless the trace has none."""
     if report.bank_conflicts:
@@ -94,7 +101,10 @@ def _check_no_conflicts(report: Any, what: str) -> None:
             f"({report.shared_wavefronts} wavefronts for {report.shared_requests} warp requests; without "
             f"conflicts each request takes one). The most are on {_worst_line(report)}. Hint: a warp that "
             f"walks down a column of a (32, 32) float32 tile hits one bank 32 times; declare the tile with "
-            f"a padding column, (TILE, TILE + 1), so each row starts one bank further on."
+            f"a padding column, shape (TILE, TILE + 1), so each row starts one bank further on. Write that "
+            f"width as a number, cuda.shared.array((TILE, 33), float32), or as a module-level constant "
+            f"(`TILE_PAD = TILE + 1` above the kernel): a shape computed inside the kernel does not compile "
+            f"for a real GPU."
         )
 
 
@@ -162,8 +172,11 @@ def check_transpose_no_conflict(
         lambda: _trace_transpose(kernel, tile, shape, seed=9),
         probe=lambda: _transpose_probe(kernel, tile),
         init_probe=True,
+        race_hint=TRANSPOSE_BARRIER_HINT,
     )
-    report = _clean_trace(lambda: _trace_transpose(kernel, tile, shape, seed=9), "your transpose")
+    report = _clean_trace(
+        lambda: _trace_transpose(kernel, tile, shape, seed=9), "your transpose", TRANSPOSE_BARRIER_HINT
+    )
     if report.shared_requests == 0:
         raise AssertionError(
             "your transpose is correct, but it does not use shared memory: without a tile, either the "

@@ -45,8 +45,9 @@ def block_experiment(cls: Any, width: int, lead: Sequence[int], seed: int) -> di
     block = checks.call_student(cls, "ResidualBlock(width)", width)
     out: dict = {name: _layer_data(getattr(block, name, None)) for name in ("fc1", "fc2")}
     out["same_layer"] = getattr(block, "fc1", None) is getattr(block, "fc2", 0)
-    if out["fc1"]["type"] != "Linear" or out["fc2"]["type"] != "Linear":
-        return out
+    layers = (out["fc1"], out["fc2"])
+    if any(f["type"] != "Linear" or (f["in"], f["out"]) != (width, width) for f in layers):
+        return out  # `_check_layers` says what is wrong before a forward that cannot run
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(*lead, width, generator=gen)
     w = torch.randn(*lead, width, generator=gen)
@@ -93,6 +94,12 @@ def _check_layers(data: dict, width: int) -> None:
             raise AssertionError(
                 f"`{name}` is Linear({layer['in']}, {layer['out']}); the block keeps the width: "
                 f"use nn.Linear(width, width), here Linear({width}, {width})."
+            )
+        if layer["bias"] is None:
+            raise AssertionError(
+                f"`{name}` has no bias (bias=False): the exercise's layers are nn.Linear(width, width), "
+                f"which keep their bias. Without biases a deep stack of ReLU blocks can lose every "
+                f"activation, and exercise 3's gradients come out exactly 0."
             )
     if data["same_layer"]:
         raise AssertionError(
@@ -429,6 +436,15 @@ def _check_first_to_last(
         "stale": ((fresh[0] + stale[0]).norm() / (fresh[-2] + stale[-2]).norm()).item(),
         "bias": (fresh[0].norm() / fresh[-1].norm()).item(),
     }
+    other_losses = {  # the losses students take instead of the cross-entropy
+        "the MSE against one-hot labels": lambda out: F.mse_loss(out, F.one_hot(y, out.shape[1]).float()),
+        "the mean of the logits": lambda out: out.mean(),
+        "the sum of the logits": lambda out: out.sum(),
+        "F.nll_loss on the logits (no log_softmax)": lambda out: F.nll_loss(out, y),
+    }
+    for loss_name, loss in other_losses.items():
+        g = torch.autograd.grad(loss(small(X)), [small[0].weight, small[-1].weight])
+        norms[loss_name] = (g[0].norm() / g[1].norm()).item()
     expected = norms["fresh"]
     if not math.isclose(got, expected, rel_tol=1e-4):
         hint = "divide the norm of the first Linear layer's weight gradient by the last one's."
@@ -441,10 +457,15 @@ def _check_first_to_last(
             )
         elif math.isclose(got, norms["bias"], rel_tol=1e-4):
             hint = "the last parameter of the net is the last layer's bias: use the last Linear's .weight."
+        elif loss_name := next((k for k in other_losses if math.isclose(got, norms[k], rel_tol=1e-4)), None):
+            hint = f"your loss is {loss_name}: L is the cross-entropy, F.cross_entropy(net(X), y)."
         raise AssertionError(f"first_to_last(small net) is {got:.6g}, expected {expected:.6g}. Hint: {hint}")
     try:
         _check_residual_block(cls, widths=(width,), batches=((2,),))
-    except AssertionError:  # exercise 1's check says what is wrong with it; the course's block stands in
+    except Exception:  # noqa: BLE001 - exercise 1's check says what is wrong; the course's block stands in
+        # A block that fails its check, or whose own code raises: in a notebook the student's exception,
+        # under `cudalearn grade` the same rebuilt as a builtin type or `grading.errors.SubmissionError`.
+        # Timeouts and a dead student process are BaseExceptions (`GradingInterrupt`), never caught here.
         cls = None
     data = checks.student_side(deep_ratio_experiment, first_to_last, cls, blocks, width, seed)
     for skip, test, words in (
@@ -453,6 +474,13 @@ def _check_first_to_last(
     ):
         kind = "residual" if skip else "plain"
         ratio = _ratio(data[kind], f"the {kind} net")
+        if math.isnan(ratio):
+            raise AssertionError(
+                f"in the {kind} net of {blocks} blocks first_to_last returned nan: 0/0, the gradients of "
+                f"both the first and the last layer's weights are exactly 0 (no ReLU of the blocks let "
+                f"anything through). Check first_to_last"
+                + (" and ResidualBlock (both layers keep their bias)." if cls is not None else ".")
+            )
         if not test(ratio):
             kind = "residual" if skip else "plain (your blocks without the skip)"
             raise AssertionError(

@@ -42,12 +42,12 @@ _trace = checks.trace_kernel
 # The sanitizer's findings, as messages with the lab's hint --------------------
 
 
-def _race_message(report: Any, what: str) -> str:
-    """The first race of a trace as a message with the tiles' barrier hint, after `what` (labs 3-4)."""
-    return f"{what}: {report.race_message()}"
+def _race_message(report: Any, what: str, race_hint: str | None = None) -> str:
+    """The first race of a trace as a message with the barrier hint (the tiles' by default), after `what`."""
+    return f"{what}: {report.race_message(race_hint) if race_hint else report.race_message()}"
 
 
-def _traced_cause(traced: Callable[[], Any]) -> str | None:
+def _traced_cause(traced: Callable[[], Any], race_hint: str | None = None) -> str | None:
     """What the tracer names as the cause of a wrong result (sanitizer, memcheck, race), or None."""
     try:
         report = traced()
@@ -55,7 +55,7 @@ def _traced_cause(traced: Callable[[], Any]) -> str | None:
         msg = str(e)
         return None if msg.startswith("the tracer could not run") else msg
     if report.race_count:
-        return report.race_message()
+        return report.race_message(race_hint) if race_hint else report.race_message()
     return None
 
 
@@ -65,6 +65,7 @@ def _check_results(
     probe: Callable[[], str | None] | None = None,
     zeroed: Callable[[], bool] | None = None,
     init_probe: bool = False,
+    race_hint: str | None = None,
 ) -> None:
     """Labs 3-4: run the result checks; a wrong result is explained by the tracer, else by `probe`.
 
@@ -72,6 +73,7 @@ def _check_results(
     probe(): a hint from rerunning the kernel on other sizes, or None. zeroed(): whether the
     kernel is right when its output starts as zeros (it reads its output before writing it).
     init_probe: an unwritten shared read gets probe's hint rather than the sanitizer's zero-fill one.
+    race_hint: the barrier hint of a race, when the kernel's barriers are not a tiled matmul's two.
     """
     try:
         run()
@@ -85,7 +87,7 @@ def _check_results(
     out_of_bounds = msg.startswith("your kernel indexed outside")
     if not out_of_bounds and " is wrong at " not in msg:  # e.g. run_kernel's compile check: as it is
         raise AssertionError(msg)
-    cause = _traced_cause(traced)
+    cause = _traced_cause(traced, race_hint)
     if cause is not None and "(initcheck)" in cause and init_probe and probe is not None:
         hint = probe()  # the sanitizer's zero-fill hint is for tiles that stick out of a matrix
         cause = cause.split(" Hint: ")[0] + (f" Hint: {hint}" if hint else "")
@@ -93,7 +95,8 @@ def _check_results(
         raise AssertionError(f"the result check stopped at an out-of-bounds access; {cause}")
     if cause is not None:
         raise AssertionError(
-            f"the result is wrong, and the tracer says why: {cause}\n(The result check said: {msg})"
+            f"the result is wrong, and the tracer says why: {cause}\n(The result check said: "
+            f"{msg.split(' Hint: ')[0]})"
         )
     hint = probe() if probe is not None else None
     if hint is not None:
@@ -101,7 +104,7 @@ def _check_results(
     raise AssertionError(msg)
 
 
-def _clean_trace(traced: Callable[[], Any], what: str) -> Any:
+def _clean_trace(traced: Callable[[], Any], what: str, race_hint: str | None = None) -> Any:
     """The trace of a kernel whose result is right; raise if the sanitizer or race check finds it lucky."""
     try:
         report = traced()
@@ -110,7 +113,7 @@ def _clean_trace(traced: Callable[[], Any], what: str) -> Any:
             raise
         raise AssertionError(f"{what} is right, but by luck: {e}") from None
     if report.race_count:
-        raise AssertionError(_race_message(report, f"{what} is right, but by luck"))
+        raise AssertionError(_race_message(report, f"{what} is right, but by luck", race_hint))
     return report
 
 
@@ -132,7 +135,13 @@ def _check_int_answers(
         value = checks.call_student(fn, name, *args)
         if value is None:
             checks.check_equal(value, 0, name=call)
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        if isinstance(value, np.integer):  # the hidden tests, as lab 7's checks, want a Python int
+            raise AssertionError(
+                f"`{call}` returned {value!r}, a numpy.{type(value).__name__}; the exercise asks for a "
+                f"Python int. Hint: NumPy functions (np.square, np.prod, ...) return NumPy integers: "
+                f"return int(...) of the result, or compute with Python ints (**, *, //)."
+            )
+        if isinstance(value, bool) or not isinstance(value, int):
             raise AssertionError(
                 f"`{call}` returned {value!r}, a {type(value).__name__}; the exercise asks for an int. "
                 f"Hint: use integer division `//` (not `/`, which gives a float) and int arithmetic."
@@ -227,12 +236,51 @@ LAB4_TILES = (
 )
 
 
+def _loop_mistake(kernel: Any, tile: int, size: tuple[int, int, int]) -> str | None:
+    """Labs 3-4: the loop mistake whose partial sum the kernel's C equals on `size` (whole tiles), or None.
+
+    A reset accumulator keeps the last tile's products only, `range(TILE - 1)` drops the last k of every
+    tile, a tile loop one short (`range((K - 1) // TILE)` here) drops the last tile.
+    """
+    m, k, n = size
+    try:
+        got, _ = _run_matmul(kernel, tile, m, k, n, seed=3)
+    except AssertionError:
+        return None
+    A, B = (x.astype(np.float64) for x in _matmul_problem(_rng(3), m, k, n))
+    ks = np.arange(k)
+    for keep, why in (
+        (
+            ks >= k - tile,
+            "C holds the products of the last tile along k only: the accumulator is reset inside the tile "
+            "loop. Start it once, acc = float32(0.0), before the loop over the tiles.",
+        ),
+        (
+            ks % tile != tile - 1,
+            "C misses the last k of every tile: the inner loop stops one short. Loop over range(TILE).",
+        ),
+        (
+            ks < k - tile,
+            "C misses the last tile along k: the tile loop stops one tile short. Loop over "
+            "(K + TILE - 1) // TILE tiles.",
+        ),
+    ):
+        if np.allclose(got, A[:, keep] @ B[keep, :], **checks.matmul_tol(k)):
+            return (
+                f"your kernel is wrong even when m, k and n are multiples of TILE ({m}, {k}, {n}), and {why}"
+            )
+    return None
+
+
 def _matmul_probe(kernel: Any, tile: int, tiles: str) -> str | None:
     """Labs 3-4: which sizes a wrong tiled matmul gets right, as a hint (whole tiles, partial k, m, n)."""
     if not _matmul_right(kernel, tile, (2 * tile, 2 * tile, tile)):
+        loop = _loop_mistake(kernel, tile, (2 * tile, 2 * tile, tile))
+        if loop is not None:
+            return loop
         return (
             f"your kernel is wrong even when m, k and n are multiples of TILE ({2 * tile}, {2 * tile}, "
-            f"{tile}), so the indexing is off, not the partial tiles. Thread (tx, ty) = "
+            f"{tile}), so the indexing or the loop bounds are off, not the partial tiles. Thread (tx, ty) = "
             f"(cuda.threadIdx.x, cuda.threadIdx.y) of block (bx, by) computes "
             f"C[by * TILE + ty, bx * TILE + tx]; {tiles}: check each index of your loads, inner loop and "
             f"store against that."

@@ -326,11 +326,20 @@ class Traffic:
     def reset(self) -> None:
         """Forget everything counted so far."""
         self.bytes: dict[str, list[int]] = {}
+        self.routes: dict[str, dict[tuple[int, int], int]] = {}  # forward bytes per (src, dst) column
 
-    def add(self, layer: str, direction: int, nbytes: int) -> None:
-        """Count `nbytes` for `layer`; direction 0 is forward, 1 backward."""
+    def add(self, layer: str, direction: int, nbytes: int, route: tuple[int, int] | None = None) -> None:
+        """Count `nbytes` for `layer`; direction 0 is forward, 1 backward; `route`: a send's (src, dst)."""
         with self._lock:
             self.bytes.setdefault(layer, [0, 0])[direction] += nbytes
+            if route is not None and direction == 0:
+                routes = self.routes.setdefault(layer, {})
+                routes[route] = routes.get(route, 0) + nbytes
+
+    def by_route(self) -> dict[str, dict[tuple[int, int], int]]:
+        """{layer: {(src column, dst column): forward bytes}} of the sends that said where they went."""
+        with self._lock:
+            return {k: dict(v) for k, v in self.routes.items()}
 
     def by_layer(self) -> dict[str, tuple[int, int]]:
         """{layer: (forward bytes, backward bytes)}: AlexNet's layers in network order, other names after.
@@ -350,15 +359,16 @@ class _Send(torch.autograd.Function):
     """Move a tensor to another column's device and count its bytes; the gradient travels back, counted."""
 
     @staticmethod
-    def forward(ctx, t, device, traffic, layer):
-        ctx.source, ctx.traffic, ctx.layer = t.device, traffic, layer
-        traffic.add(layer, 0, t.numel() * t.element_size())
+    def forward(ctx, t, device, traffic, layer, route=None):
+        # ctx is also the output's grad_fn: `route` (src, dst) lets a check walk the graph by column.
+        ctx.source, ctx.traffic, ctx.layer, ctx.route = t.device, traffic, layer, route
+        traffic.add(layer, 0, t.numel() * t.element_size(), route)
         return t.to(device)
 
     @staticmethod
     def backward(ctx, grad):
         ctx.traffic.add(ctx.layer, 1, grad.numel() * grad.element_size())
-        return grad.to(ctx.source), None, None, None
+        return grad.to(ctx.source), None, None, None, None
 
 
 class TwoColumnAlexNet(nn.Module):
@@ -414,7 +424,7 @@ class TwoColumnAlexNet(nn.Module):
         """Column `src`'s tensor t as seen by column `dst`: moved to its device, bytes counted for `layer`."""
         if src == dst:
             return t
-        return _Send.apply(t, self.devices[dst], self.traffic, layer)
+        return _Send.apply(t, self.devices[dst], self.traffic, layer, (src, dst))
 
     def forward(self, x: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
         """Logits (N, classes) on devices[0] of images x (N, C, H, W), or of a copy of them per column.
