@@ -397,6 +397,7 @@ def test_a_kernel_is_rebuilt_from_its_source_for_the_tracer_and_traced_like_the_
         ("    [v for v in x]", "`ListComp` is not allowed"),
         ("    getattr(x, 'shape')", "`getattr` is not defined"),
         ("    os.system('id')", "line 6: `os` comes from `import os` (exercise 2, line 1), which the grader"),
+        ("    cuda.syncthread()", "`cuda.syncthread` is no CUDA name: did you mean `cuda.syncthreads`?"),
     ],
 )
 def test_a_kernel_outside_the_cuda_subset_is_never_rebuilt(body, why):

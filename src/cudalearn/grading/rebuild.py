@@ -290,7 +290,8 @@ class Rebuilder:
                 raise Unsafe(f"{where}: `{ast.unparse(node)}`: only {sorted(ARRAY_ATTRS)} of an array")
             return
         if not self._allowed_path(env.get(root), chain[1:]):
-            raise Unsafe(f"{where}: `{ast.unparse(node)}` is not allowed in a kernel the grader traces")
+            hint = _misspelt_cuda(chain) if env.get(root) is _cuda_module() else ""
+            raise Unsafe(f"{where}: `{ast.unparse(node)}` is not allowed in a kernel the grader traces{hint}")
 
     def _allowed_path(self, obj: Any, path: list[str]) -> bool:
         import numba
@@ -383,6 +384,23 @@ class Rebuilder:
         if name not in self.namespace or isinstance(self.namespace[name], self.remote):
             return ""
         return f"; the notebook's first cells import `{name}` already"
+
+
+def _cuda_module() -> Any:
+    """numba.cuda, as the judge imported it."""
+    from numba import cuda
+
+    return cuda
+
+
+def _misspelt_cuda(chain: list[str]) -> str:
+    """'; `cuda.syncthread` is no CUDA name: did you mean `cuda.syncthreads`?' for a name CUDA_ATTRS lacks."""
+    import difflib
+
+    if chain[1] in CUDA_ATTRS:
+        return ""
+    close = difflib.get_close_matches(chain[1], list(CUDA_ATTRS), n=1)
+    return f"; `cuda.{chain[1]}` is no CUDA name" + (f": did you mean `cuda.{close[0]}`?" if close else "")
 
 
 IMPORTABLE = {  # module -> the names `from module import ...` may take (None: any public name)
