@@ -290,6 +290,30 @@ def test_a_misspelt_cuda_name_is_named_a_typo_with_the_closest_name():
         ptx.compile_for_gpu(index_typo, (V, V))
 
 
+@cuda.jit
+def barrier_not_called(a, out):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        out[i] = a[i]
+    cuda.syncthreads  # noqa: B018  (the mistake under test: no call, no barrier)
+    if i < a.shape[0]:
+        out[i] += a[i]
+
+
+def test_a_cuda_function_named_without_its_call_is_caught_before_any_launch():
+    """`cuda.syncthreads` with no parentheses compiles and does nothing: check_kernel names the line."""
+    with pytest.raises(AssertionError) as e:
+        ptx.check_kernel(barrier_not_called, (np.zeros(4, np.float32), np.zeros(4, np.float32)))
+    line = barrier_not_called.py_func.__code__.co_firstlineno + 5
+    assert str(e.value) == (
+        f"your kernel `barrier_not_called` names `cuda.syncthreads` without calling it (line {line}): the "
+        "statement does nothing, so there is no barrier or call there. Fix: write `cuda.syncthreads()`."
+    )
+    from cudalearn.compile_errors import uncalled_cuda
+
+    assert uncalled_cuda(barrier_typo.py_func) is None, "a call, even of a misspelt name, is not this mistake"
+
+
 def test_the_computed_shape_message_gives_the_module_level_fix():
     with pytest.raises(AssertionError, match=r"`PADDED = TILE \+ 1` above the kernel"):
         ptx.compile_for_gpu(shape_computed, (V, V))

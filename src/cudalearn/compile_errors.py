@@ -183,6 +183,13 @@ def _is_construct(node: ast.AST, construct: str, fn: Any) -> bool:
         return _jitted_py_func(fn.__globals__.get(node.func.id)) is not None
     if construct == "divide":
         return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+    if construct == "uncalled":  # a statement that only names `cuda.syncthreads`: no call, no barrier
+        value = node.value if isinstance(node, ast.Expr) else None
+        return (
+            isinstance(value, ast.Attribute)
+            and isinstance(value.value, ast.Name)
+            and value.value.id == "cuda"
+        )
     if construct == "noreturn" and isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         inner = _jitted_py_func(fn.__globals__.get(node.func.id))
         return inner is not None and not _returns_value(inner)
@@ -259,6 +266,34 @@ def _source_line(fn: Any, message: str, construct: str | None) -> str:
         return ""
     text = linecache.getline(filename, line).strip()
     return f" (line {line}: `{text}`)" if text else f" (line {line})"
+
+
+def uncalled_cuda(fn: Any) -> str | None:
+    """The message for a statement that names a `cuda` function without calling it, or None (all labs).
+
+    `cuda.syncthreads` alone on a line compiles and does nothing, so the barrier the student sees
+    is not there; the tracer would call the result a race with no barrier. A kernel the grader
+    rebuilt is read from its verified syntax tree, as `_construct_line` does.
+    """
+    from cudalearn.trace.execute import verified_tree
+
+    tree, offset = verified_tree(fn), 0
+    if tree is None:
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        except (OSError, TypeError, SyntaxError):
+            return None
+        offset = fn.__code__.co_firstlineno - 1
+    found = sorted(
+        (n.lineno + offset, ast.unparse(n.value)) for n in ast.walk(tree) if _is_construct(n, "uncalled", fn)
+    )
+    if not found:
+        return None
+    line, name = found[0]
+    return (
+        f"your kernel `{fn.__name__}` names `{name}` without calling it (line {line}): the statement does "
+        f"nothing, so there is no barrier or call there. Fix: write `{name}()`."
+    )
 
 
 def recursive(fn: Any, seen: set | None = None) -> bool:

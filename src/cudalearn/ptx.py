@@ -447,6 +447,11 @@ def check_kernel(
     fn = kernel_function(kernel)
     if fn is None:
         return  # e.g. the grader could not rebuild the kernel: its launch is still checked
+    from cudalearn.compile_errors import uncalled_cuda
+
+    uncalled = uncalled_cuda(fn)
+    if uncalled:
+        raise AssertionError(uncalled)
     try:
         ptx = compile_for_gpu(kernel, args)
     except CompilerUnavailable as e:
