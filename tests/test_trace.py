@@ -679,6 +679,32 @@ def test_memcheck_hint_points_to_the_guard_only_for_a_partial_last_block():
     assert "partial block (if" not in msg
 
 
+@cuda.jit
+def tile_smaller_than_block(inp, out):
+    """WRONG: an (8, 8) shared tile indexed by 16 x 16 threads."""
+    tile = cuda.shared.array((8, 8), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    tile[ty, tx] = inp[ty, tx]
+    cuda.syncthreads()
+    out[ty, tx] = tile[ty, tx]
+
+
+def test_memcheck_hint_for_a_shared_tile_smaller_than_the_block_is_its_size_not_a_guard():
+    """A shared tile is one per block: the hint compares it with the block, never suggests the guard (D8)."""
+    with pytest.raises(TraceOutOfBounds) as info:
+        trace(
+            tile_smaller_than_block,
+            1,
+            (16, 16),
+            np.ones((16, 16), np.float32),
+            np.zeros((16, 16), np.float32),
+        )
+    msg = str(info.value)
+    assert "the index `tx` is 8 on axis 1 of tile, whose extent is 8" in msg, msg
+    assert "tile is a shared array, one per block, and this block has 16 x 16 threads" in msg, msg
+    assert "declare it (TILE, TILE)" in msg and "if tx <" not in msg, msg
+
+
 def test_trace_kernel_raises_the_sanitizer_findings_with_their_fix():
     """checks.trace_kernel turns barrier errors and unwritten shared reads into AssertionErrors."""
     from cudalearn import checks

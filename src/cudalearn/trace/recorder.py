@@ -351,6 +351,15 @@ class Recorder:
         where = f"{value} on axis {axis} of {name}, whose extent is {n} (valid: 0 to {n - 1})"
         if i < 0:
             return f"{where}. CUDA does not wrap negative indices around: index -1 is outside the array."
+        if array._alloc.shared:  # one tile per block: the block's threads, not the grid, must fit it
+            bx, by, bz = self.blockdim
+            threads = f"{bx} x {by}" + (f" x {bz}" if bz > 1 else "")
+            return (
+                f"{where}. {name} is a shared array, one per block, and this block has {threads} threads:"
+                f" a tile that threads index by threadIdx must be at least as large as the block along"
+                f" each axis (with TILE x TILE threads, declare it (TILE, TILE)). Guarding the last"
+                f" partial block does not help here: every block indexes its own tile."
+            )
         for a, xyz in enumerate("xyz"):
             b, g = self.blockdim[a], self.block[a] * self.blockdim[a] + self.thread[a]
             partial = (self.griddim[a] - 1) * b < n < self.griddim[a] * b  # the last block sticks out
