@@ -44,7 +44,7 @@ _trace = checks.trace_kernel
 
 def _race_message(report: Any, what: str, race_hint: str | None = None) -> str:
     """The first race of a trace as a message with the barrier hint (the tiles' by default), after `what`."""
-    return f"{what}: {report.race_message(race_hint) if race_hint else report.race_message()}"
+    return f"{what}: {report.race_message(race_hint)}"
 
 
 def _traced_cause(traced: Callable[[], Any], race_hint: str | None = None) -> str | None:
@@ -55,7 +55,7 @@ def _traced_cause(traced: Callable[[], Any], race_hint: str | None = None) -> st
         msg = str(e)
         return None if msg.startswith("the tracer could not run") else msg
     if report.race_count:
-        return report.race_message(race_hint) if race_hint else report.race_message()
+        return report.race_message(race_hint)
     return None
 
 

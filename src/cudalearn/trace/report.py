@@ -316,13 +316,14 @@ class TraceReport(Counts):
             )
         return ""
 
-    def race_message(self, hint: str = TILE_BARRIERS_HINT) -> str:
+    def race_message(self, hint: str | None = None) -> str:
         """The first race as a student-facing message with `hint`, its fix; '' when race-free (labs 2-6).
 
-        The one wording of a race for every check; `hint` defaults to a tiled kernel's two barriers.
+        The one wording of a race for every check; `hint` defaults (None) to a tiled kernel's two barriers.
         """
         if not self.race_count:
             return ""
+        hint = hint or TILE_BARRIERS_HINT
         return (
             f"the tracer found {self.race_count} race(s) in your kernel: two threads accessed one element,"
             f" at least one writing it, with nothing ordering them. The first: {self.races[0]}. Hint: {hint}"
