@@ -210,8 +210,8 @@ def _returns_value(fn: Any) -> bool:
     return any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(tree))
 
 
-def _construct_line(fn: Any, construct: str) -> int | None:
-    """Line number of the first code in `fn` of the kind `construct` (the compiler gave no line).
+def _kernel_tree(fn: Any) -> tuple[ast.AST, int] | None:
+    """(syntax tree of `fn`, what to add to its line numbers for the file's), or None without source.
 
     A kernel the grader rebuilt is read from the syntax tree its rebuilder verified (real line
     numbers), never from source text a student controls.
@@ -220,20 +220,24 @@ def _construct_line(fn: Any, construct: str) -> int | None:
 
     fdef = verified_tree(fn)
     if fdef is not None:
-        hits = _index_divisions(fdef) if construct == "divide" else []
-        hits = hits or [
-            n.lineno for n in ast.walk(fdef) if hasattr(n, "lineno") and _is_construct(n, construct, fn)
-        ]
-        return min(hits) if hits else None
+        return fdef, 0
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        return ast.parse(textwrap.dedent(inspect.getsource(fn))), fn.__code__.co_firstlineno - 1
     except (OSError, TypeError, SyntaxError):
         return None
+
+
+def _construct_line(fn: Any, construct: str) -> int | None:
+    """Line number of the first code in `fn` of the kind `construct` (the compiler gave no line)."""
+    found = _kernel_tree(fn)
+    if found is None:
+        return None
+    tree, offset = found
     hits = _index_divisions(tree) if construct == "divide" else []
     hits = hits or [
         n.lineno for n in ast.walk(tree) if hasattr(n, "lineno") and _is_construct(n, construct, fn)
     ]
-    return fn.__code__.co_firstlineno + min(hits) - 1 if hits else None
+    return offset + min(hits) if hits else None
 
 
 def _index_divisions(tree: ast.AST) -> list[int]:
@@ -272,24 +276,18 @@ def uncalled_cuda(fn: Any) -> str | None:
     """The message for a statement that names a `cuda` function without calling it, or None (all labs).
 
     `cuda.syncthreads` alone on a line compiles and does nothing, so the barrier the student sees
-    is not there; the tracer would call the result a race with no barrier. A kernel the grader
-    rebuilt is read from its verified syntax tree, as `_construct_line` does.
+    is not there; the tracer would call the result a race with no barrier.
     """
-    from cudalearn.trace.execute import verified_tree
-
-    tree, offset = verified_tree(fn), 0
-    if tree is None:
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-        except (OSError, TypeError, SyntaxError):
-            return None
-        offset = fn.__code__.co_firstlineno - 1
-    found = sorted(
+    found = _kernel_tree(fn)
+    if found is None:
+        return None
+    tree, offset = found
+    uncalled = sorted(
         (n.lineno + offset, ast.unparse(n.value)) for n in ast.walk(tree) if _is_construct(n, "uncalled", fn)
     )
-    if not found:
+    if not uncalled:
         return None
-    line, name = found[0]
+    line, name = uncalled[0]
     return (
         f"your kernel `{fn.__name__}` names `{name}` without calling it (line {line}): the statement does "
         f"nothing, so there is no barrier or call there. Fix: write `{name}()`."
