@@ -290,7 +290,7 @@ class Rebuilder:
                 raise Unsafe(f"{where}: `{ast.unparse(node)}`: only {sorted(ARRAY_ATTRS)} of an array")
             return
         if not self._allowed_path(env.get(root), chain[1:]):
-            hint = _misspelt_cuda(chain) if env.get(root) is _cuda_module() else ""
+            hint = _misspelt_cuda(chain) if env.get(root) is _judge_module("numba.cuda") else ""
             raise Unsafe(f"{where}: `{ast.unparse(node)}` is not allowed in a kernel the grader traces{hint}")
 
     def _allowed_path(self, obj: Any, path: list[str]) -> bool:
@@ -384,13 +384,6 @@ class Rebuilder:
         if name not in self.namespace or isinstance(self.namespace[name], self.remote):
             return ""
         return f"; the notebook's first cells import `{name}` already"
-
-
-def _cuda_module() -> Any:
-    """numba.cuda, as the judge imported it."""
-    from numba import cuda
-
-    return cuda
 
 
 def _misspelt_cuda(chain: list[str]) -> str:
