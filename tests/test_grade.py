@@ -426,6 +426,8 @@ SCALE_USING = (
         ("import math", "out[i] = alpha * x[i] * math.sqrt(1.0)"),
         ("from math import sqrt", "out[i] = alpha * x[i] * sqrt(1.0)"),
         ("from numpy import float32", "out[i] = float32(alpha) * x[i]"),
+        ("from numpy import *", "out[i] = float32(alpha) * x[i]"),
+        ("from math import *\nfrom numba import *", "out[i] = float32(alpha) * x[i] * sqrt(1.0)"),
     ],
 )
 def test_names_an_answer_cell_imports_resolve_to_the_judge_s_own_modules(imports, line):
@@ -464,6 +466,9 @@ def test_an_import_in_another_answer_cell_resolves_too():
         ("from math import __loader__ as m", "m.load_module('x')", "`m` comes from `from math import __lo"),
         ("from . import float32", "out[i] = float32(x[i])", "comes from `from . import float32`"),
         ("from numba.cuda import syncthreads", "syncthreads()", "so write `cuda.syncthreads`"),
+        ("from numba.cuda import *", "syncthreads()", "unless `from numba.cuda import *` (exercise 2, line"),
+        ("from os import *", "getcwd()", "`getcwd` is not defined, unless `from os import *` (exercise 2"),
+        ("from numpy import *", "load('x.npy')", "`load` comes from `from numpy import *` (exercise 2, line"),
         ("import numpy as np\nnp = 3", "out[i] = np", "`np` is imported by `import numpy as np`"),
         ("import numpy as np\nimport math as np", "out[i] = np.pi", "imported as different things"),
     ],

@@ -265,10 +265,15 @@ def test_missing_second_syncthreads_is_a_race_on_the_tiles(matrices):
     assert len(race.index) == 2 and all(0 <= i < TILE for i in race.index)
     assert rep.by_line[race.second_line].races > 0
     assert "race" in str(rep)
+    # each thread reads the tile (line of `acc +=`) and then stores the next one: the barrier between
+    # them, at the end of the loop body, is the one missing
+    assert race.gap[0::2] == (race.second_line, race.first_line)
+    where = race.missing_barrier()
+    assert f"after line {race.second_line} and before line {race.first_line} runs again" in where
     msg = rep.race_message()  # the one wording of a race the checks raise
     assert msg.startswith(
         f"the tracer found {rep.race_count} race(s) in your kernel: two threads accessed one element,"
-        f" at least one writing it, with nothing ordering them. The first: {race}. Hint: "
+        f" at least one writing it, with nothing ordering them. The first: {race}. {where} Hint: "
     )
     assert msg.endswith("(a second cuda.syncthreads() at the end of the loop body).")
     assert rep.race_message("guard it.").endswith("Hint: guard it.")
@@ -286,6 +291,7 @@ def test_all_threads_writing_one_element_is_a_write_write_race():
     race = rep.races[0]
     assert (race.array, race.index, race.kind) == ("out", (0,), "write-write")
     assert race.first == ((0, 0, 0), (0, 0, 0)) and race.second == ((0, 0, 0), (1, 0, 0))
+    assert race.missing_barrier() == ""  # each thread writes once: no barrier orders them, the index is wrong
 
 
 def test_writes_from_different_blocks_race():
@@ -649,6 +655,10 @@ def test_initcheck_a_read_before_the_barrier_is_unwritten_and_a_race_but_own_wri
     assert "no cuda.syncthreads() between the write and this read" in str(u)
     assert rep.race_count > 0
     assert rep.sanitizer_message() == ""  # a race: left to the race check, whose hint names the barrier
+    store, load = (line_of(tiled_reads_before_barrier, s) for s in ("sA[ty, tx] =", "acc += sA"))
+    where = rep.races[0].missing_barrier()
+    assert where.endswith(f"goes after line {store} and before line {load}."), where
+    assert where in rep.race_message()
     rep = trace(own_element_round_trip, 1, 64, np.zeros(64, np.float32))
     assert rep.uninitialized_reads == 0 and rep.race_count == 0
     np.testing.assert_array_equal(rep.outputs[0], 2 * np.arange(64))

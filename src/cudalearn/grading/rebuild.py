@@ -343,6 +343,8 @@ class Rebuilder:
             if isinstance(value, self.remote) or not _is_data(value):
                 raise Unsafe(f"{where}: `{name}` is not a number, tuple or array the grader can use")
             return _frozen(value)
+        if "*" in self.imports and (star := self._star(name, where)) is not None:
+            return star
         if name in self.namespace and not isinstance(self.namespace[name], self.remote):
             value = self.namespace[name]
             if not (_is_data(value) or self._is_numba_object(value) or _is_module(value)):
@@ -352,7 +354,7 @@ class Rebuilder:
             return _frozen(value)
         if name in BUILTINS:
             return getattr(builtins, name)
-        raise Unsafe(f"{where}: `{name}` is not defined")
+        raise self._unknown(name, where)
 
     def _imported(self, name: str, where: str) -> Any:
         """A name an answer cell imports: the judge's own module or object, if the import is allowed.
@@ -378,6 +380,46 @@ class Rebuilder:
             )
         self.imported.add(name)
         return values[0]
+
+    def _star(self, name: str, where: str) -> Any:
+        """What `from module import *` in an answer cell binds to `name` (the last such import that has
+        it, as Python would), the judge's own object; None when no star import of numpy, math or numba
+        binds it. A name it binds that a kernel may not use is refused naming the import's line.
+        """
+        for b in reversed(self.imports["*"]):
+            module = b.node.module or ""
+            if b.node.level or module not in IMPORTABLE or module == "numba.cuda":
+                continue  # never imported in the judge; _unknown names it if nothing else binds `name`
+            judge = _judge_module(module)
+            public = getattr(judge, "__all__", None) or [n for n in dir(judge) if not n.startswith("_")]
+            if name not in public:
+                continue
+            names = IMPORTABLE[module]
+            if names is not None and name not in names:
+                raise Unsafe(
+                    f"{where}: `{name}` comes from `{b.text}` ({b.place}), and `{module}.{name}` is not "
+                    f"something a kernel the grader traces may use. Remove this import from the exercise "
+                    f"cell, and `{name}` from the kernel"
+                )
+            self.imported.add(name)
+            return getattr(judge, name)
+        return None
+
+    def _unknown(self, name: str, where: str) -> Unsafe:
+        """`name` is not defined; where an answer cell star-imports a module the grader refuses, say so."""
+        for b in self.imports.get("*", []):
+            module = b.node.module or ""
+            if module == "numba.cuda" and not b.node.level:
+                why = f"it traces a kernel's CUDA calls through the module, so write `cuda.{name}`"
+            elif b.node.level or module not in IMPORTABLE:
+                why = "a kernel it traces uses only numpy, math, numba and numba.cuda"
+            else:
+                continue
+            return Unsafe(
+                f"{where}: `{name}` is not defined, unless `{b.text}` ({b.place}) defines it, and the grader "
+                f"does not follow that import: {why}. Remove this import from the exercise cell"
+            )
+        return Unsafe(f"{where}: `{name}` is not defined")
 
     def _already(self, name: str) -> str:
         """'; the notebook's first cells import it already' when the judge's cells bound `name` too."""

@@ -277,10 +277,29 @@ class Recorder:
         self.line_stats(key[0], key[1]).races += 1
         if len(rep.races) < MAX_RACES:
             _, block, other, line = first
+            gap = self._gap(key[0], (other, thread), {line, key[1]}) if block == self.block else None
             race = Race(
-                alloc.name, alloc.index(off), kind, (block, other), (self.block, thread), line, key[1]
+                alloc.name, alloc.index(off), kind, (block, other), (self.block, thread), line, key[1], gap
             )
             rep.races.append(race)
+
+    def _gap(self, file, threads, lines):
+        """Where a barrier would order a race of this phase: the two lines as one of the racing threads
+        ran them (first, then next), with their source; None when neither thread ran both lines."""
+        if len(lines) == 1:
+            (line,) = lines
+            for thread in threads:
+                if sum(k[1] == line and t == thread for *_, t, k in self.log) > 1:
+                    src = linecache.getline(file, line).strip()
+                    return line, src, line, src
+            return None
+        for thread in threads:
+            order = [k[1] for *_, t, k in self.log if t == thread and k[0] == file and k[1] in lines]
+            if len(set(order)) == 2:
+                a = order[0]
+                (b,) = lines - {a}
+                return a, linecache.getline(file, a).strip(), b, linecache.getline(file, b).strip()
+        return None
 
     def line_key(self, file, line):
         """by_line's key: the line number in the kernel's file, else (file, line)."""

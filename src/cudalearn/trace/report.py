@@ -96,6 +96,9 @@ class Race:
     second: tuple  # (block, thread) of the later access
     first_line: int
     second_line: int
+    # Where the missing barrier goes, when one of the two threads ran both lines in the phase of the race:
+    # (line it ran first, its source, line it ran next, its source); None for a race between blocks.
+    gap: tuple | None = None
 
     def __str__(self):
         (b1, t1), (b2, t2) = self.first, self.second
@@ -104,6 +107,23 @@ class Race:
             f"{self.kind} race on {self.array}[{idx}]: thread {t1} of block {b1}"
             f" (line {self.first_line}) and thread {t2} of block {b2}"
             f" (line {self.second_line}) with no syncthreads between them"
+        )
+
+    def missing_barrier(self) -> str:
+        """Where a cuda.syncthreads() would order this race, from one thread's order; '' if unknown."""
+        if self.gap is None:
+            return ""
+        a, a_src, b, b_src = self.gap
+        if a == b:
+            return (
+                f"Each thread ran line {a} (`{a_src}`) more than once with no barrier in between: the"
+                f" missing cuda.syncthreads() goes in the loop around line {a}, between one pass over it and"
+                f" the next."
+            )
+        again = " runs again (at the end of the loop body)" if b < a else ""
+        return (
+            f"A thread ran line {a} (`{a_src}`) and then line {b} (`{b_src}`) with no barrier in between:"
+            f" the missing cuda.syncthreads() goes after line {a} and before line {b}{again}."
         )
 
 
@@ -326,7 +346,8 @@ class TraceReport(Counts):
         hint = hint or TILE_BARRIERS_HINT
         return (
             f"the tracer found {self.race_count} race(s) in your kernel: two threads accessed one element,"
-            f" at least one writing it, with nothing ordering them. The first: {self.races[0]}. Hint: {hint}"
+            f" at least one writing it, with nothing ordering them. The first: {self.races[0]}."
+            f"{' ' + where if (where := self.races[0].missing_barrier()) else ''} Hint: {hint}"
         )
 
     def shared_request(self, line, warp=0, block=(0, 0, 0), occurrence=0, array=None, store=None):
