@@ -558,6 +558,14 @@ def copy_swapped(src, dst):
 
 
 @cuda.jit
+def copy_guarded_with_le(src, dst):
+    """WRONG: the guard compares with <=, so index shape[1] gets through."""
+    x, y = cuda.grid(2)
+    if y < dst.shape[0] and x <= dst.shape[1]:
+        dst[y, x] = src[y, x]
+
+
+@cuda.jit
 def read_next_element(inp, out):
     """WRONG: an off-by-one, inp[i + 1], on a launch with no partial block."""
     i = cuda.grid(1)
@@ -687,6 +695,19 @@ def test_memcheck_hint_points_to_the_guard_only_for_a_partial_last_block():
     assert (info.value.thread, info.value.block) == ((31, 0, 0), (1, 0, 0))
     assert "the index `i + 1` is 64 on axis 0 of inp" in msg and "off-by-one" in msg
     assert "partial block (if" not in msg
+
+
+def test_memcheck_names_the_le_guard_that_lets_the_extent_through():
+    """An index equal to the extent, guarded by `<=`: the guard's line, not a swap or a missing guard."""
+    src = np.ones((40, 40), np.float32)
+    with pytest.raises(TraceOutOfBounds) as info:
+        trace(copy_guarded_with_le, (6, 5), (8, 8), src, np.zeros_like(src))
+    msg = str(info.value)
+    guard = line_of(copy_guarded_with_le, "if y <")
+    assert info.value.index == (0, 40)
+    assert f"Line {guard} (`if y < dst.shape[0] and x <= dst.shape[1]:`) lets `x` reach 40 with `<=`" in msg
+    assert "so that comparison needs `<`" in msg
+    assert "swapped" not in msg and "partial block" not in msg
 
 
 @cuda.jit

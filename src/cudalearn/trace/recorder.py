@@ -4,6 +4,7 @@ sectors, races and out-of-bounds accesses (Chapters 2-4)."""
 import ast
 import linecache
 import operator
+import re
 import sys
 
 import numpy as np
@@ -370,6 +371,12 @@ class Recorder:
         where = f"{value} on axis {axis} of {name}, whose extent is {n} (valid: 0 to {n - 1})"
         if i < 0:
             return f"{where}. CUDA does not wrap negative indices around: index -1 is outside the array."
+        if i == n and expr and (guard := _le_guard(frame, expr)):
+            line, text = guard
+            return (
+                f"{where}. Line {line} (`{text}`) lets `{expr}` reach {n} with `<=`: the last valid index is"
+                f" {n - 1}, one less than the extent, so that comparison needs `<`."
+            )
         if array._alloc.shared:  # one tile per block: the block's threads, not the grid, must fit it
             bx, by, bz = self.blockdim
             threads = f"{bx} x {by}" + (f" x {bz}" if bz > 1 else "")
@@ -414,6 +421,18 @@ def _index_source(frame, axis, ndim):
         return ""
     parts = index.elts if isinstance(index, ast.Tuple) else [index]
     return ast.unparse(parts[axis]) if len(parts) == ndim else ""
+
+
+def _le_guard(frame, expr):
+    """(line, source) of the first line of the frame's function, up to the executing one, that compares
+    `expr` with `<=` (an off-by-one guard), or None. Read from the line cache, as messages quote lines."""
+    pattern = re.compile(r"(?<![\w.])" + r"\s*".join(map(re.escape, expr.split())) + r"\s*<=(?!=)")
+    file, first = frame.f_code.co_filename, frame.f_code.co_firstlineno
+    for line in range(first, frame.f_lineno):
+        text = linecache.getline(file, line).split("#")[0].strip()
+        if text.startswith(("if ", "elif ", "while ")) and pattern.search(text):
+            return line, text
+    return None
 
 
 def _executing_node(frame):
