@@ -663,4 +663,5 @@ def test_an_endless_kernel_loses_only_its_own_points(tmp_path):
     assert not r.grader_error, r.grader_error
     assert got == {"test_global_bytes_tiled": ("passed", 1.0), "test_matmul_tiled": ("timeout", 0.0)}
     assert "endless loop" in r.tests[1].message
-    assert any("`matmul_tiled` did not finish" in n for n in r.notes), r.notes
+    endless_notes = [n for n in r.notes if "`matmul_tiled` did not finish" in n]
+    assert len(endless_notes) == 1, r.notes  # where the sandbox fails alike, one note says both

@@ -147,6 +147,7 @@ class Judge(Channel):
 
     def _context(self, cell: dict) -> None:
         self._start_cell_clock()
+        there, at = "", 0  # how the cell failed in the student's process, if it did, and its note
         try:
             self._exchange(
                 self._live(), {"op": "exec", "name": f"cell {cell['index']}", "code": cell["student"]}, []
@@ -156,6 +157,7 @@ class Judge(Channel):
             pass
         except Exception as e:
             self.history.append((f"cell {cell['index']}", cell["student"]))
+            there, at = str(e), len(self.notes)
             self.notes.append(f"cell {cell['index'] + 1} of the lab failed in your notebook's process: {e}")
         self._start_cell_clock()
         try:
@@ -163,7 +165,11 @@ class Judge(Channel):
         except GradingInterrupt as e:
             self.notes.append(f"cell {cell['index'] + 1} of the lab: {e}")
         except Exception as e:
-            self.notes.append(f"cell {cell['index'] + 1} of the lab raised {type(e).__name__}: {e}")
+            note = f"cell {cell['index'] + 1} of the lab raised {type(e).__name__}: {e}"
+            if there and str(e) in there:  # the same failure in both processes: one note says so
+                self.notes[at] = f"{note} (in your notebook's process too)"
+            else:
+                self.notes.append(note)
 
     def _test(self, cell: dict) -> dict:
         """Run one test cell here; its result: status, points and message (the check's own words)."""
