@@ -566,6 +566,18 @@ def copy_guarded_with_le(src, dst):
 
 
 @cuda.jit
+def local_index_swapped(out):
+    """WRONG: acc is (3, 2) and read as acc[j, i]."""
+    acc = cuda.local.array((3, 2), float32)
+    for i in range(3):
+        for j in range(2):
+            acc[i, j] = float32(i + j)
+    for i in range(3):
+        for j in range(2):
+            out[cuda.threadIdx.x] += acc[j, i]
+
+
+@cuda.jit
 def read_next_element(inp, out):
     """WRONG: an off-by-one, inp[i + 1], on a launch with no partial block."""
     i = cuda.grid(1)
@@ -695,6 +707,20 @@ def test_memcheck_hint_points_to_the_guard_only_for_a_partial_last_block():
     assert (info.value.thread, info.value.block) == ((31, 0, 0), (1, 0, 0))
     assert "the index `i + 1` is 64 on axis 0 of inp" in msg and "off-by-one" in msg
     assert "partial block (if" not in msg
+
+
+def test_memcheck_names_a_local_array_indexed_outside_its_shape():
+    """A local array is plain NumPy in the tracer: its IndexError becomes memcheck's, with name and line."""
+    with pytest.raises(TraceOutOfBounds) as info:
+        trace(local_index_swapped, 1, 4, np.zeros(4, np.float32))
+    err = info.value
+    assert (err.array, err.shape, err.thread, err.line) == (
+        "acc",
+        (3, 2),
+        (0, 0, 0),
+        line_of(local_index_swapped, "+= acc"),
+    )
+    assert "out-of-bounds access of acc[j, i] (shape (3, 2))" in str(err) and "is a local array" in str(err)
 
 
 def test_memcheck_names_the_le_guard_that_lets_the_extent_through():

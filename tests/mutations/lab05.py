@@ -142,6 +142,31 @@ _LINEAR_RELU = [
             "    Y[row, col] = max(acc + b[col], float32(0.0))",
         ),
     ),
+    wrong(
+        "x-tile-left-unfilled",
+        "linear_relu_tiled",
+        "loads X's tile only inside the matrix, without storing 0 outside it",
+        r"blocks stick out of Y and K is smaller than TILE.*initcheck.*sX\[",
+        (LOAD_X, "        if row < X.shape[0] and k0 + tx < K:\n            sX[ty, tx] = X[row, k0 + tx]"),
+    ),
+    wrong(
+        "w-tile-left-unfilled",
+        "linear_relu_tiled",
+        "loads W's tile only inside the matrix, without storing 0 outside it",
+        r"blocks stick out of Y and K is smaller than TILE.*initcheck.*sW\[",
+        (LOAD_W, "        if k0 + ty < K and col < W.shape[1]:\n            sW[ty, tx] = W[k0 + ty, col]"),
+    ),
+    wrong(
+        "second-barrier-in-store-guard",
+        "linear_relu_tiled",
+        "puts the second barrier under the output's guard",
+        r"synccheck.*without reaching the barrier",
+        (
+            SECOND_BARRIER,
+            "            acc += sX[ty, k] * sW[k, tx]\n        if row < Y.shape[0] and col < Y.shape[1]:\n"
+            "            cuda.syncthreads()\n",
+        ),
+    ),
     valid(
         "bias-in-register-first",
         "linear_relu_tiled",
@@ -152,6 +177,13 @@ _LINEAR_RELU = [
 ]
 
 _LAYER_FORWARD = [
+    wrong(
+        "blocks-of-32",
+        "layer_forward",
+        "launches blocks of (32, 32) threads whatever TILE is",
+        r"`layer_forward` failed .*Your kernel itself passes on a right launch.*blocks of \(TILE, TILE\)",
+        ("(TILE, TILE)](", "(32, 32)]("),
+    ),
     wrong(
         "two-launches",
         "layer_forward",

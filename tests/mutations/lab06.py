@@ -17,6 +17,9 @@ STORE = """    for i in range(TM):
             c = col0 + tx * TN + j
             if r < M and c < N:
                 C[r, c] = acc[i, j]"""
+LA = "                a[i] = sA[ty * TM + i, k]"
+LB = "                b[j] = sB[k, tx * TN + j]"
+RC = "            r = row0 + ty * TM + i\n            c = col0 + tx * TN + j"
 STORE_IN_LOOP = """        for i in range(TM):
             for j in range(TN):
                 r = row0 + ty * TM + i
@@ -80,7 +83,7 @@ MUTATIONS = [
         "unblocked-reads",
         "matmul_regblock",
         "reads sA and sB inside the i, j loops (one shared read per multiply-add)",
-        r"reads shared memory 32 times per step along k.*load a and b before the i, j loops",
+        r"reads shared memory 12 times per step along k.*load a and b before the i, j loops",
         (LOADS + FMAS, FMAS.replace("a[i] * b[j]", "sA[ty * TM + i, k] * sB[k, tx * TN + j]")),
     ),
     wrong(
@@ -249,6 +252,80 @@ MUTATIONS = [
         r"is 'bfloat16', expected torch\.bfloat16",
         ("return torch.bfloat16", 'return "bfloat16"'),
         ("return torch.float16", 'return "float16"'),
+    ),
+    wrong(
+        "tn-for-tm",
+        "matmul_regblock",
+        "reads A's rows with TN where TM belongs (the two are equal on no lab size)",
+        r"C \(m, k, n = .*\)` is wrong",
+        (LA, "                a[i] = sA[ty * TN + i, k]"),
+    ),
+    wrong(
+        "typed-in-4",
+        "matmul_regblock",
+        "types the micro-tile as 4 instead of TM and TN",
+        r"is wrong|outside",
+        (LA, "                a[i] = sA[ty * 4 + i, k]"),
+        (LB, "                b[j] = sB[k, tx * 4 + j]"),
+    ),
+    wrong(
+        "acc-zeroed-every-tile",
+        "matmul_regblock",
+        "sets acc to zero at the start of every tile",
+        r"only the products of the last tile along k.*Zero acc once, before the loop over tiles",
+        (
+            "        for k in range(BK):\n",
+            "        for i in range(TM):\n            for j in range(TN):\n"
+            "                acc[i, j] = float32(0.0)\n        for k in range(BK):\n",
+        ),
+    ),
+    wrong(
+        "operands-from-global",
+        "matmul_regblock",
+        "reads a and b from A and B in global memory, never from the shared tiles",
+        r"reads shared memory only 0\.0 times per step along k.*a\[i\] = sA\[ty \* TM \+ i, k\]",
+        (
+            LOADS,
+            "            for i in range(TM):\n"
+            "                gr = row0 + ty * TM + i\n"
+            "                a[i] = A[gr, k0 + k] if gr < M and k0 + k < K else float32(0.0)\n"
+            "            for j in range(TN):\n"
+            "                gc = col0 + tx * TN + j\n"
+            "                b[j] = B[k0 + k, gc] if k0 + k < K and gc < N else float32(0.0)\n",
+        ),
+    ),
+    wrong(
+        "barrier-in-store-guard",
+        "matmul_regblock",
+        "puts a cuda.syncthreads() inside the store's guard",
+        r"block that sticks out of C.*synccheck.*without reaching the barrier",
+        (
+            "                C[r, c] = acc[i, j]",
+            "                C[r, c] = acc[i, j]\n                cuda.syncthreads()",
+        ),
+    ),
+    wrong(
+        "acc-transposed-in-store",
+        "matmul_regblock",
+        "stores acc[j, i]",
+        r"out-of-bounds access of acc\[j, i\] \(shape \(\d+, \d+\)\).*local array",
+        ("C[r, c] = acc[i, j]", "C[r, c] = acc[j, i]"),
+    ),
+    wrong(
+        "strided-loads-contiguous-store",
+        "matmul_regblock",
+        "reads strided rows and columns of the tiles but stores contiguous ones",
+        r"holds the right values, but in the wrong places",
+        (LA, "                a[i] = sA[ty + i * (BM // TM), k]"),
+        (LB, "                b[j] = sB[k, tx + j * (BN // TN)]"),
+    ),
+    valid(
+        "strided-micro-tile",
+        "matmul_regblock",
+        "owns rows ty + i * (BM // TM) and columns tx + j * (BN // TN), in the loads and the store",
+        (LA, "                a[i] = sA[ty + i * (BM // TM), k]"),
+        (LB, "                b[j] = sB[k, tx + j * (BN // TN)]"),
+        (RC, "            r = row0 + ty + i * (BM // TM)\n            c = col0 + tx + j * (BN // TN)"),
     ),
     valid(
         "by-major",

@@ -11,6 +11,30 @@ FLOPS = "return 2 * (2 * n * n * dim)"
 MUTATIONS = [
     # Exercise 1: the patchify kernel -------------------------------------------------------------
     wrong(
+        "block-of-32-typed-in",
+        "patchify",
+        "builds e from a block size of 32 typed in, not the launch's",
+        r"blocks of 64 threads along x.*no block size typed in",
+        (
+            "e, n, b = cuda.grid(3)",
+            "e = cuda.blockIdx.x * 32 + cuda.threadIdx.x\n    n = cuda.blockIdx.y\n    b = cuda.blockIdx.z",
+        ),
+    ),
+    wrong(
+        "channel-split-by-p",
+        "patchify",
+        "takes the channel as e // p instead of e // (p * p)",
+        r"index is negative.*c = e // \(p \* p\) is the channel",
+        ("c = e // (p * p)  # channel", "c = e // p  # channel"),
+    ),
+    wrong(
+        "out-indices-reordered",
+        "patchify",
+        "writes out[b, e, n]",
+        r"indexed out\[b, n, e\].*in another order",
+        (READ, "out[b, e, n] = img[b, c, i * p + r, j * p + s]"),
+    ),
+    wrong(
         "patch-swapped-ij",
         "patchify",
         "reads the patch at (patch column, patch row): row and column of patches swapped",
@@ -171,6 +195,31 @@ MUTATIONS = [
             "    linear.load_state_dict(state)\n",
         ),
     ),
+    wrong(
+        "embed-float64",
+        "linear_from_conv",
+        "creates the Linear in float64",
+        r"your Linear's weight is float64, the conv's float32",
+        (BIAS, "linear = nn.Linear(c * p * p, d, bias=conv.bias is not None, dtype=torch.float64)"),
+    ),
+    wrong(
+        "embed-frozen",
+        "linear_from_conv",
+        "sets the weight as a Parameter that does not require gradients",
+        r"weight does not require gradients.*would not train",
+        (
+            WEIGHT,
+            "linear.weight = nn.Parameter(conv.weight.reshape(d, c * p * p).clone(), requires_grad=False)",
+        ),
+    ),
+    wrong(
+        "embed-shares-the-conv",
+        "linear_from_conv",
+        "makes the Linear's parameters views of the conv's",
+        r"weight and bias share memory with the conv's parameters",
+        (WEIGHT, "linear.weight = nn.Parameter(conv.weight.view(d, c * p * p))"),
+        ("linear.bias.copy_(conv.bias)", "linear.bias = conv.bias"),
+    ),
     # Exercise 3: attention_flops -----------------------------------------------------------------
     wrong(
         "flops-one-product",
@@ -213,6 +262,13 @@ MUTATIONS = [
         "takes N = image // patch, the patches along one side",
         r"not image // patch",
         ("n = (image // patch) ** 2", "n = image // patch"),
+    ),
+    wrong(
+        "flops-numpy-int",
+        "attention_flops",
+        "returns np.prod(...), a NumPy integer (lab 5's byte count refuses one too)",
+        r"a int64: a NumPy integer: return a Python int",
+        (FLOPS, "return np.prod([4, n, n, dim])"),
     ),
     valid(
         "flops-int-of-float",

@@ -138,13 +138,14 @@ def _check_output_accesses(seen: dict, out: int, shape: tuple[int, int], inputs:
 
 
 def _explain_wrong(
-    err: AssertionError, kernel: Any, trace_args: tuple, out: int, hint: str = ""
+    err: AssertionError, kernel: Any, trace_args: tuple, out: int, hint: str = "", edge: tuple = ()
 ) -> AssertionError:
     """A wrong result's message, with its cause from a traced small launch when the tracer finds one.
 
     trace_args: (griddim, blockdim, *arrays) of a small launch of the same kernel. A race, a barrier
-    error, an uninitialized shared read or a read of the unzeroed output names the cause; else `hint`
-    (a known wrong formula) is appended, and an empty result stays "not done yet".
+    error, an uninitialized shared read or a read of the unzeroed output names the cause; else, on
+    `edge` (a launch whose blocks stick out), a race, barrier error or unwritten shared read; else
+    `hint` (a known wrong formula) is appended, and an empty result stays "not done yet".
     """
     report, seen = _trace(kernel, *trace_args)  # raises on barrier errors and uninitialized reads
     if report.race_count:
@@ -152,6 +153,10 @@ def _explain_wrong(
     acc = seen.get(out)
     if acc is not None and acc.early_reads:
         return AssertionError("your kernel " + UNZEROED.format(name=acc.name, where=acc.first_early))
+    if edge:
+        report, _ = _trace(kernel, *edge)
+        if report.race_count:
+            return AssertionError(report.race_message())
     if not hint:
         return AssertionError(str(err))
     return AssertionError(f"{str(err).replace(_GENERIC_HINT, '')}\nHint: {hint}")
@@ -227,6 +232,9 @@ def check_linear_relu(
         )
     (sm, sk, sn), sX, sW, sb = _small_layer(tile, seed)
     small = (*launch.square(sm, sn, tile), sX, sW, sb, checks.empty_output((sm, sn)))
+    edge_size = (tile + 5, max(1, tile - 3), tile + 1)  # blocks stick out of Y, and K < TILE
+    (em, ek, en), eX, eW, eb = _small_layer(tile, seed, edge_size)
+    edge = (*launch.square(em, en, tile), eX, eW, eb, checks.empty_output((em, en)))
     for m, k, n in sizes:
         X, W, b = _layer_problem(rng, m, k, n)
         griddim, blockdim = launch.square(m, n, tile)
@@ -236,11 +244,21 @@ def check_linear_relu(
             checks.check_close(got, _forward_spec(X, W, b), name=f"Y (m, k, n = {m}, {k}, {n})", **tol)
         except AssertionError as err:
             hint = "" if checks.NOT_DONE in str(err) else _forward_hint(got, X, W, b, tol)
-            raise _explain_wrong(err, kernel, small, 3, hint) from None
+            raise _explain_wrong(err, kernel, small, 3, hint, edge) from None
     report, seen = _trace(kernel, *small)
     if report.race_count:
         raise AssertionError(report.race_message())
     _check_output_accesses(seen, 3, (sm, sn), ("X", "W", "b"))
+    try:  # only a block that sticks out shows a barrier its outer threads skip, or a tile left unfilled
+        edge_report, _ = _trace(kernel, *edge)
+        problem = edge_report.race_message()
+    except AssertionError as e:
+        problem = str(e)
+    if problem:
+        raise AssertionError(
+            f"your kernel's results are right, but traced on (m, k, n) = {edge_size}, where blocks stick out "
+            f"of Y and K is smaller than TILE, {problem}"
+        )
 
 
 def check_linear_relu_stores_once(kernel: Any, tile: int, size: tuple[int, int, int] | None = None) -> None:
@@ -276,8 +294,21 @@ def check_layer_forward(
     for m, k, n in sizes or ([(5, 12, 9), (16, 8, 17)] if device.mode() == "sim" else [(300, 70, 129)]):
         X, W, b = _layer_problem(rng, m, k, n)
         dX, dW, db = cuda.to_device(X), cuda.to_device(W), cuda.to_device(b)
-        with counting.observe() as seen:
-            Y = checks.call_student(layer_forward, "layer_forward", dX, dW, db)
+        try:
+            with counting.observe() as seen:
+                Y = checks.call_student(layer_forward, "layer_forward", dX, dW, db)
+        except AssertionError:
+            raise
+        except Exception as e:  # in the launch it made: the launch, or exercise 1's kernel?
+            if tile is None or not _kernel_is_right(kernel, tile, X, W, b):
+                raise
+            raise AssertionError(
+                f"`layer_forward` failed for (m, k, n) = ({m}, {k}, {n}): {type(e).__name__}: {e}. Your "
+                f"kernel itself passes on a right launch, so look at the one layer_forward makes: blocks of "
+                f"(TILE, TILE) = ({tile}, {tile}) threads, as many as the shared tiles have elements; a grid "
+                f"of (math.ceil(n / TILE), math.ceil(m / TILE)) blocks; Y = cuda.device_array((m, n), "
+                f"np.float32), the shape of X @ W."
+            ) from None
         if seen.copies:
             raise AssertionError(
                 f"`layer_forward` copied {seen.copies} array(s) to the host. Everything stays on the GPU: "

@@ -67,16 +67,48 @@ def _run(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int, m: int, k: in
         )
     except AssertionError as e:
         found = str(e).split(" Hint: ")[0]  # a precise cause below replaces the generic hint
-        last = np.outer(A[:, -1], B[-1, :])  # what C holds when each product overwrites acc
-        if k % BK == 0 and np.allclose(got, last, **checks.matmul_tol(k)):
-            raise AssertionError(
-                f"{found} Hint: C holds only the last product a[i] * b[j] along k: add each product into "
-                f"acc (`acc[i, j] += ...`) instead of assigning it."
-            ) from None
+        hint = _result_hint(got, A, B, BM, BN, BK)
+        if hint:
+            raise AssertionError(f"{found} Hint: {hint}") from None
         why = _sanitize(kernel, BM, BN, BK, TM, TN)
         if why:
             raise AssertionError(f"{found}\nWhy, from one block of your kernel: {why}") from None
         raise
+
+
+def _result_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, BM: int, BN: int, BK: int) -> str:
+    """What a wrong C holds, when it is one of the known mistakes: the last product along k only, the
+    last tile's products only, or the right values of each (BM, BN) tile in the wrong places; else ''."""
+    k = A.shape[1]
+    tol = checks.matmul_tol(k)
+    last = np.outer(A[:, -1], B[-1, :])  # what C holds when each product overwrites acc
+    if k % BK == 0 and np.allclose(got, last, **tol):
+        return (
+            "C holds only the last product a[i] * b[j] along k: add each product into acc "
+            "(`acc[i, j] += ...`) instead of assigning it."
+        )
+    k0 = (k - 1) // BK * BK  # where the last tile along k starts
+    if k0 and np.allclose(got, A[:, k0:] @ B[k0:, :], **tol):
+        return (
+            f"C holds only the products of the last tile along k (k = {k0} to {k - 1}): acc is set to zero "
+            f"at every tile. Zero acc once, before the loop over tiles (`for k0 in range(0, K, BK)`)."
+        )
+    want = A @ B
+    tiles = [(r, c) for r in range(0, got.shape[0], BM) for c in range(0, got.shape[1], BN)]
+    with np.errstate(invalid="ignore"):
+        same_values = all(
+            np.allclose(
+                np.sort(got[r : r + BM, c : c + BN], None), np.sort(want[r : r + BM, c : c + BN], None), **tol
+            )
+            for r, c in tiles
+        )
+    if same_values:
+        return (
+            "each (BM, BN) tile of C holds the right values, but in the wrong places: the store must put "
+            "acc[i, j] at the row and column whose a[i] and b[j] it multiplied, C[row0 + ty * TM + i, "
+            "col0 + tx * TN + j] when a[i] = sA[ty * TM + i, k] and b[j] = sB[k, tx * TN + j]."
+        )
+    return ""
 
 
 def _findings(report: Any) -> str:
@@ -119,6 +151,14 @@ def _check_registers(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -
         raise AssertionError(f"your kernel gives the right result, but {found}")
     warps = launch.blocks(threads, 32)
     reads = report.shared_load_requests / (warps * k)  # shared reads per thread and per step along k
+    if reads < (TM + TN) / SLACK:
+        raise AssertionError(
+            f"your kernel gives the right result, but each thread reads shared memory only {reads:.1f} "
+            f"times per step along k, where the register-blocked kernel reads TM + TN = {TM + TN}: its "
+            f"a and b come from somewhere else, global memory (A and B) most likely, which the block "
+            f"already loaded into sA and sB so that each element is fetched from global memory once per "
+            f"block. Hint: a[i] = sA[ty * TM + i, k] and b[j] = sB[k, tx * TN + j]."
+        )
     if reads > SLACK * (TM + TN):
         raise AssertionError(
             f"your kernel is correct, but each thread reads shared memory {reads:.0f} times per step "
@@ -132,6 +172,26 @@ def _check_registers(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -
             f"your kernel is correct, but it stores each element of C {stores:g} times for {k // BK} tiles "
             f"along k (traced on one ({BM}, {BN}) block): a store inside the loop over tiles writes the "
             f"partial sums to global memory. Hint: write `acc` into C once, after the loop over tiles."
+        )
+    _check_partial_block(kernel, BM, BN, BK, TM, TN)
+
+
+def _check_partial_block(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -> None:
+    """Trace a block that sticks out of C (its threads outside C skip the store): raise on a barrier
+    some of them do not reach, or a race, that a full block cannot show."""
+    m, n = max(1, BM - 3), max(1, BN - 3)
+    A, B = _problem(m, 2 * BK, n, 12)
+    try:
+        report = checks.trace_kernel(
+            kernel, (1, 1), _tiles(BM, BN, TM, TN), A, B, np.zeros((m, n), np.float32)
+        )
+        found = _findings(report)
+    except AssertionError as e:
+        found = str(e)
+    if found:
+        raise AssertionError(
+            f"your kernel gives the right result on full blocks, but traced on a block that sticks out of C "
+            f"(m, n = {m}, {n}, with BM, BN = {BM}, {BN}), {found}"
         )
 
 

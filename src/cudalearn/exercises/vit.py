@@ -44,8 +44,8 @@ def _patchify_mistakes(img: np.ndarray, p: int) -> dict[str, np.ndarray]:
     }
 
 
-def _patchify_bounds_hint(array: str | None, axis: int | None) -> str:
-    """What an out-of-bounds access of patchify means, from the array and the axis it left."""
+def _patchify_bounds_hint(array: str | None, axis: int | None, negative: bool = False) -> str:
+    """What an out-of-bounds access of patchify means, from the array, the axis it left and the sign."""
     guard = (
         "the x threads beyond C*p*p (patchify_launch's blocks may have more) need the guard "
         "`e < out.shape[2]`, with < and not <=, before any read or write"
@@ -55,6 +55,18 @@ def _patchify_bounds_hint(array: str | None, axis: int | None) -> str:
         "j = n % (W // p) the patch column: are patch row and column, or H and W, swapped? (the images "
         "here are not square)"
     )
+    split = (
+        "the index is negative, so one of the numbers split out of e is: c = e // (p * p) is the "
+        "channel, and r = (e - c * p * p) // p and s = e % p, the row and column inside the patch, are "
+        "each between 0 and p - 1"
+    )
+    if negative:
+        return f" In patchify: {split}."
+    if array == "out" and axis in (0, 1):
+        return (
+            " In patchify: out is (B, N, C*p*p), indexed out[b, n, e]: image, patch, number in the patch"
+            f" (yours left axis {axis}: are the indices in another order?)."
+        )
     if array == "out" or (array == "img" and axis == 1):
         return f" In patchify: {guard}."
     if array == "img":
@@ -85,7 +97,8 @@ def _patchify_out_of_bounds(kernel: Any, threads: int, launch: tuple | None = No
         trace(kernel, *launch, *args)
     except TraceOutOfBounds as t:
         bad = [d for d, (i, n) in enumerate(zip(t.index, t.shape, strict=False)) if not 0 <= i < n]
-        return _patchify_bounds_hint(t.array, bad[0] if bad else None)
+        negative = bool(bad) and t.index[bad[0]] < 0
+        return _patchify_bounds_hint(t.array, bad[0] if bad else None, negative)
     except Exception:  # noqa: BLE001 - an untraceable kernel: no finding
         pass
     return ""
@@ -106,7 +119,10 @@ def check_patchify(
     default = [(2, 3, 8, 12, 4), (1, 2, 6, 4, 2)]
     if device.mode() == "gpu":
         default = [(4, 3, 32, 48, 8), (2, 3, 224, 224, 16)]
-    for b, c, h, w, p in cases or default:
+    runs = [(case, threads) for case in cases or default]
+    if cases is None:  # and blocks twice as wide, on patches of more numbers than that: 32 typed in shows
+        runs.append(((1, 3, 16, 16, 8), 2 * threads))
+    for (b, c, h, w, p), threads in runs:
         img = rng.standard_normal((b, c, h, w)).astype(np.float32)
         n = (h // p) * (w // p)
         out = checks.empty_output((b, n, c * p * p), np.float32)
@@ -120,7 +136,7 @@ def check_patchify(
             launch = ((griddim, blockdim), (img, out, np.int32(p))) if device.mode() == "sim" else ()
             hint = _patchify_out_of_bounds(kernel, threads, *launch) or _patchify_bounds_hint(None, None)
             raise AssertionError(f"for img {img.shape}, p={p}: {e}{hint}") from None
-        name = f"out for img {img.shape}, p={p}"
+        name = f"out for img {img.shape}, p={p}, blocks of {blockdim[0]} threads along x"
         if not _is_close(got, expected) and not np.isnan(got).all():
             for why, a in _patchify_mistakes(img, p).items():
                 if _is_close(got, a):
@@ -134,7 +150,8 @@ def check_patchify(
                 )
         hint = (
             "a 3-D launch: x along the patch vector, y over the patches, z over the images, so "
-            "`e, n, b = cuda.grid(3)`, and every thread with e < C*p*p writes out[b, n, e]."
+            "`e, n, b = cuda.grid(3)` (no block size typed in: it is the launch's), and every thread with "
+            "e < C*p*p writes out[b, n, e]."
         )
         if not np.isnan(got).any():
             hint = "compare the pixel each thread reads with the NumPy specification, for one small patch."
@@ -180,13 +197,23 @@ def embedding_experiment(linear_from_conv: Callable[[Any], Any], case: tuple, se
     }
     if not isinstance(lin, nn.Linear):
         return out
+    params = [t for t in (lin.weight, lin.bias) if t is not None]
     out.update(
         features=(int(lin.in_features), int(lin.out_features)),
         weight=lin.weight.detach().clone(),
         bias=None if lin.bias is None else lin.bias.detach().clone(),
+        dtype=str(lin.weight.dtype).removeprefix("torch."),
+        frozen=[name for name, t in zip(("weight", "bias"), params, strict=False) if not t.requires_grad],
+        shared=[
+            name
+            for name, t in zip(("weight", "bias"), params, strict=False)
+            if any(
+                t.untyped_storage().data_ptr() == q.untyped_storage().data_ptr() for q in conv.parameters()
+            )
+        ],
     )
     c, p = conv.in_channels, conv.kernel_size[0]
-    if out["features"] == (c * p * p, conv.out_channels):
+    if out["features"] == (c * p * p, conv.out_channels) and lin.weight.dtype == conv.weight.dtype:
         with torch.no_grad():
             out["tokens"] = _plain(lin(patchify_reshape(x, p)))
     return out
@@ -223,6 +250,26 @@ def check_patch_embedding(
                 f"has C*p*p = {c * p * p} numbers and there are D = {d} filters: nn.Linear({c * p * p}, {d})."
             )
         conv_name = f"Conv2d({c}, {d}, {p}, stride={p}, bias={bias})"
+        if data["dtype"] != "float32":
+            raise AssertionError(
+                f"your Linear's weight is {data['dtype']}, the conv's float32: create nn.Linear without a "
+                f"dtype (float32 is its default), as the conv was, so the two take the same inputs."
+            )
+        if data["frozen"]:
+            raise AssertionError(
+                f"your Linear's {' and '.join(data['frozen'])} "
+                f"{'do' if len(data['frozen']) > 1 else 'does'} not require gradients "
+                f"(requires_grad=False): the layer would not train as the conv does. Create the Linear with "
+                f"nn.Linear(...) and copy the conv's numbers into its own parameters inside torch.no_grad()."
+            )
+        if data["shared"]:
+            raise AssertionError(
+                f"your Linear's {' and '.join(data['shared'])} "
+                f"{'share' if len(data['shared']) > 1 else 'shares'} memory with the conv's parameters (a "
+                f"view of conv.weight, or conv.bias itself): training either layer would change the other. "
+                f"Copy the numbers into the new Linear's own parameters (linear.weight.copy_(...)) inside "
+                f"torch.no_grad()."
+            )
         if data["bias"] is not None and not bias:
             zero = not bool(data["bias"].abs().max() > 0)
             raise AssertionError(
@@ -306,11 +353,14 @@ def check_attention_flops(
         got = checks.call_student(attention_flops, "attention_flops", image, patch, dim)
         if got is None:
             raise AssertionError(f"`{call}` is None: {checks.NOT_DONE}")
-        if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
-            raise AssertionError(
-                f"`{call}` is {got!r}, a {type(got).__name__}: return a Python int (use // and integer "
-                f"arithmetic, not / or ** with floats; int(...) of an exact count also works)."
+        if isinstance(got, bool) or not isinstance(got, int):
+            fix = (
+                "a NumPy integer: return a Python int, int(...) of it (as the other labs' counts)"
+                if isinstance(got, np.integer)
+                else "return a Python int (use // and integer arithmetic, not / or ** with floats; int(...) "
+                "of an exact count also works)"
             )
+            raise AssertionError(f"`{call}` is {got!r}, a {type(got).__name__}: {fix}.")
         if got == expected:
             continue
         nn_d = n * n * dim

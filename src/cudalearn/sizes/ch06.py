@@ -13,10 +13,12 @@ SIZES = {
     "ch6.silu_rows": {"gpu": 16384, "sim": 8},
     "ch6.silu_cols": {"gpu": 4096, "sim": 64},
     "ch6.bench_n": {"gpu": 4096, "sim": 32},  # cudalearn.bench.gemm (scripts/bench_gemm.py)
-    "ch6.lab_bm": {"gpu": 64, "sim": 16},  # lab 6: block tile (BM, BN, BK), micro-tile (TM, TN)
-    "ch6.lab_bn": {"gpu": 64, "sim": 16},
-    "ch6.lab_bk": {"gpu": 8, "sim": 4},
-    "ch6.lab_tm": {"gpu": 4, "sim": 4},
-    "ch6.lab_tn": {"gpu": 4, "sim": 4},
+    # lab 6: block tile (BM, BN, BK), micro-tile (TM, TN); five different numbers in each mode (and no 4
+    # under the simulator), so that a kernel that mixes them up, or types one in, gets a wrong result
+    "ch6.lab_bm": {"gpu": 64, "sim": 12},
+    "ch6.lab_bn": {"gpu": 128, "sim": 16},
+    "ch6.lab_bk": {"gpu": 16, "sim": 5},
+    "ch6.lab_tm": {"gpu": 8, "sim": 3},
+    "ch6.lab_tn": {"gpu": 4, "sim": 2},
     "ch6.lab_bench_n": {"gpu": 2048, "sim": 32},
 }

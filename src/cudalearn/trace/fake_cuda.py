@@ -74,12 +74,17 @@ class _Shared:
         return arr
 
 
+class LocalArray(np.ndarray):
+    """A thread's cuda.local array in the tracer: NumPy's own indexing (untraced), but told apart from
+    other arrays when an index falls outside it (`Recorder.local_out_of_bounds`)."""
+
+
 class _Local:
     """cuda.local inside a traced kernel."""
 
     def array(self, shape, dtype, alignment=None):
         """Per-thread scratch array; not traced (registers or local memory)."""
-        return _fresh(shape, dtype)
+        return _fresh(shape, dtype).view(LocalArray)
 
 
 class _Const:

@@ -357,6 +357,39 @@ class Recorder:
         )
         return TraceOutOfBounds(msg, name, idx, shape, self.thread, self.block, line)
 
+    def local_out_of_bounds(self, e):
+        """memcheck for a local array (cuda.local.array, plain NumPy in the tracer): the IndexError of the
+        current thread as a TraceOutOfBounds naming the array, line and thread; `e` itself when it was
+        raised elsewhere (an IndexError of the kernel's own making)."""
+        tb, frame = e.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self.kernel_file:
+                frame = tb.tb_frame
+            tb = tb.tb_next
+        if frame is None:
+            return e
+        from cudalearn.trace.fake_cuda import LocalArray
+
+        node = _executing_node(frame)
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+            return e
+        name = node.value.id
+        array = frame.f_locals.get(name, frame.f_globals.get(name))
+        if not isinstance(array, LocalArray):
+            return e
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        index = ", ".join(ast.unparse(p) for p in parts)
+        line = frame.f_lineno
+        src = linecache.getline(frame.f_code.co_filename, line).strip()
+        msg = (
+            f"out-of-bounds access of {name}[{index}] (shape {array.shape}) by thread {self.thread} of"
+            f" block {self.block}, line {line}: {src}\n{e}. {name} is a local array: cuda.local.array gives"
+            f" every thread its own, with the shape it is declared with. Check this line's indices against"
+            f" that shape: an index meant for another axis or array (i where j belongs, TM where TN"
+            f" belongs), or a loop that runs one step too far."
+        )
+        return TraceOutOfBounds(msg, name, (), tuple(array.shape), self.thread, self.block, line)
+
     def _bounds_hint(self, array, idx, frame):
         """Why an index is outside: a negative index, the last partial block, or the index arithmetic."""
         name, shape = array._name, array.shape
