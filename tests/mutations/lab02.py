@@ -279,4 +279,36 @@ MUTATIONS = [
         (MM_ACC, "acc = float32(0)"),
         ("for k in range(A.shape[1]):", "for k in range(B.shape[0]):"),
     ),
+    wrong(
+        "grid-block-unpacked-reversed",
+        "grid_2d",
+        "unpacks the block as by, bx = block",
+        r"block is \(bx, by\), x first: bx = block\[0\]",
+        ("bx, by = block", "by, bx = block"),
+    ),
+    wrong(
+        "mm-k-from-one",
+        "matmul_naive",
+        "starts the loop over k at 1",
+        r"misses the first product of its sum \(k = 0\)",
+        ("for k in range(A.shape[1]):", "for k in range(1, A.shape[1]):"),
+    ),
+    wrong(
+        "mm-k-one-short",
+        "matmul_naive",
+        "stops the loop over k one early",
+        r"misses the last product of its sum \(k = \d+\)",
+        ("for k in range(A.shape[1]):", "for k in range(A.shape[1] - 1):"),
+    ),
+    wrong(
+        "mm-row-from-blockdim-x",
+        "matmul_naive",
+        "builds the row with cuda.blockDim.x",
+        r"the row needs cuda\.blockDim\.y",
+        (
+            MM_MAP,
+            "    col = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x\n"
+            "    row = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.y",
+        ),
+    ),
 ]

@@ -81,6 +81,10 @@ def check_grid_2d(grid_2d: Callable[[int, int, tuple[int, int]], tuple[int, int]
                 lambda r, c, b: (-(-c // b[0]), -(-r // b[0])),
                 "the rows are divided by by (block[1]), not bx.",
             ),
+            (
+                lambda r, c, b: (-(-c // b[1]), -(-r // b[0])),
+                "block is (bx, by), x first: bx = block[0] divides the columns, by = block[1] the rows.",
+            ),
         ],
         exact_types=True,
     )
@@ -117,6 +121,24 @@ def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, blo
         return (
             "C holds only the last product of each sum: set acc = float32(0.0) once, before the loop over k."
         )
+    k = A.shape[1]
+    for part, which in (
+        (slice(1, k), "the first product of its sum (k = 0)"),
+        (slice(0, k - 1), f"the last product of its sum (k = {k - 1})"),
+    ):
+        if k > 1 and np.allclose(got, A[:, part] @ B[part, :], rtol=1e-4, atol=1e-4):
+            return (
+                f"each element of C misses {which}: the loop over k must run over all {k} values, "
+                f"`for k in range(A.shape[1])`."
+            )
+    if block[0] != block[1] and written.any() and not written.all():
+        by_x = (np.arange(grid[1])[:, None] * block[0] + np.arange(block[1])).ravel()  # rows, if y used bx
+        if np.array_equal(written.any(axis=1), np.isin(np.arange(m), by_x)):
+            return (
+                f"the rows written are those of blocks {block[0]} rows apart, but this launch's blocks are "
+                f"{block[1]} threads tall: the row needs cuda.blockDim.y (`row = cuda.blockIdx.y * "
+                f"cuda.blockDim.y + cuda.threadIdx.y`), or `col, row = cuda.grid(2)`."
+            )
     return None
 
 

@@ -143,9 +143,9 @@ def _explain_wrong(
     """A wrong result's message, with its cause from a traced small launch when the tracer finds one.
 
     trace_args: (griddim, blockdim, *arrays) of a small launch of the same kernel. A race, a barrier
-    error, an uninitialized shared read or a read of the unzeroed output names the cause; else, on
-    `edge` (a launch whose blocks stick out), a race, barrier error or unwritten shared read; else
-    `hint` (a known wrong formula) is appended, and an empty result stays "not done yet".
+    error, an uninitialized shared read or a read of the unzeroed output names the cause; else `hint`
+    (a known wrong formula) is appended; else, on `edge` (a launch whose blocks stick out), a race, a
+    barrier error or an unwritten shared read names it; an empty result stays "not done yet".
     """
     report, seen = _trace(kernel, *trace_args)  # raises on barrier errors and uninitialized reads
     if report.race_count:
@@ -153,7 +153,7 @@ def _explain_wrong(
     acc = seen.get(out)
     if acc is not None and acc.early_reads:
         return AssertionError("your kernel " + UNZEROED.format(name=acc.name, where=acc.first_early))
-    if edge:
+    if edge and not hint:  # a known wrong formula says more than what a block sticking out shows
         report, _ = _trace(kernel, *edge)
         if report.race_count:
             return AssertionError(report.race_message())
