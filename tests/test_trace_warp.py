@@ -7,7 +7,8 @@ the others at 31; only bits 4:0 of the lane operand count), not from the tracer'
 
 import os
 
-os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+if os.environ.get("CUDALEARN_MODE", "sim") == "sim":  # never in gpu mode: Numba rereads it mid-process
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import inspect  # noqa: E402
 import time  # noqa: E402
