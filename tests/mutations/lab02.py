@@ -311,4 +311,21 @@ MUTATIONS = [
             "    row = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.y",
         ),
     ),
+    wrong(
+        "va-index-from-one",
+        "vector_add",
+        "adds 1 to the global index",
+        r"only the first element, \[0\], is wrong: does your index start at 1",
+        ("i = cuda.grid(1)", "i = cuda.grid(1) + 1"),
+    ),
+    wrong(
+        "va-grid-stride-by-block",
+        "vector_add",
+        "a grid-stride loop that steps by blockDim.x instead of the whole grid",
+        r"each thread writes several: a grid-stride loop must step over the whole grid, cuda\.gridsize\(1\)",
+        (
+            VA_GUARD,
+            "    for j in range(i, out.shape[0], cuda.blockDim.x):\n        out[j] = a[j] + b[j]",
+        ),
+    ),
 ]

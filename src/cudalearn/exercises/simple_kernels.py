@@ -29,7 +29,18 @@ def _race_message(report: Any, out: str) -> str:
     """A trace's first race as a message: each output element must have one thread (labs 0 and 2)."""
     race = report.races[0]
     (b1, t1), (b2, t2) = race.first, race.second
-    if b1 != b2 and t1 == t2:
+    threads = int(np.prod(report.blockdim))
+    warps = int(np.prod(report.griddim)) * -(-threads // 32)
+    stores = report.by_line.get(race.second_line)
+    looped = stores is not None and stores.global_store_requests > warps  # each thread stores several
+    if b1 != b2 and t1 == t2 and looped:
+        hint = (
+            "the same thread of two different blocks wrote one element, and each thread writes several: "
+            "a grid-stride loop must step over the whole grid, cuda.gridsize(1) = cuda.blockDim.x * "
+            "cuda.gridDim.x elements, so that no two threads of the launch meet (a step of blockDim.x "
+            "makes the next block's threads redo this one's elements)."
+        )
+    elif b1 != b2 and t1 == t2:
         hint = (
             "the same thread of two different blocks wrote one element: your index ignores the block. "
             "The global index is cuda.grid(1) = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x "
@@ -145,6 +156,11 @@ def _stride_hint(got: np.ndarray, expected: np.ndarray, grid: int, threads: int)
     """A 1-D kernel's usual mistakes: a guard one short, a block size typed in (blockIdx.x * 32)."""
     written = np.isclose(got, expected)
     n = got.shape[0]
+    if n > 1 and written[1:].all() and not written[0]:
+        return (
+            "only the first element, [0], is wrong: does your index start at 1 (`cuda.grid(1) + 1`)? "
+            "Thread 0 of block 0 computes element 0: i = cuda.grid(1), with nothing added."
+        )
     if n > 1 and written[:-1].all() and not written[-1]:
         return (
             f"only the last element, [{n - 1}], is wrong: does your guard stop one short "

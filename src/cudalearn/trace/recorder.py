@@ -278,24 +278,28 @@ class Recorder:
         self.line_stats(key[0], key[1]).races += 1
         if len(rep.races) < MAX_RACES:
             _, block, other, line = first
-            gap = self._gap(key[0], (other, thread), {line, key[1]}) if block == self.block else None
+            shared = alloc.shared and block == self.block  # a barrier orders a block's shared accesses
+            gap = self._gap(key[0], (other, thread), {line, key[1]}, alloc.id) if shared else None
             race = Race(
                 alloc.name, alloc.index(off), kind, (block, other), (self.block, thread), line, key[1], gap
             )
             rep.races.append(race)
 
-    def _gap(self, file, threads, lines):
-        """Where a barrier would order a race of this phase: the two lines as one of the racing threads
-        ran them (first, then next), with their source; None when neither thread ran both lines."""
+    def _gap(self, file, threads, lines, array):
+        """Where a barrier would order a race of this phase on `array` (an allocation id): the two lines
+        as one of the racing threads ran them (first, then next), with their source; for a race of one
+        line, that line when a racing thread stored to the array there more than once (a loop around
+        it); None when neither thread shows an order."""
+        mine = [(t, k[1], k[3]) for *_, t, k in self.log if k[0] == file and k[2] == array and k[1] in lines]
         if len(lines) == 1:
             (line,) = lines
             for thread in threads:
-                if sum(k[1] == line and t == thread for *_, t, k in self.log) > 1:
+                if sum(t == thread and kind == STORE for t, _, kind in mine) > 1:
                     src = linecache.getline(file, line).strip()
                     return line, src, line, src
             return None
         for thread in threads:
-            order = [k[1] for *_, t, k in self.log if t == thread and k[0] == file and k[1] in lines]
+            order = [ln for t, ln, _ in mine if t == thread]
             if len(set(order)) == 2:
                 a = order[0]
                 (b,) = lines - {a}

@@ -97,7 +97,7 @@ class Race:
     first_line: int
     second_line: int
     # Where the missing barrier goes, when one of the two threads ran both lines in the phase of the race:
-    # (line it ran first, its source, line it ran next, its source); None for a race between blocks.
+    # (line it ran first, its source, line it ran next, its source); None in global memory.
     gap: tuple | None = None
 
     def __str__(self):
