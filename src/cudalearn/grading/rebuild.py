@@ -387,8 +387,8 @@ class Rebuilder:
         binds it. A name it binds that a kernel may not use is refused naming the import's line.
         """
         for b in reversed(self.imports["*"]):
-            module = b.node.module or ""
-            if b.node.level or module not in IMPORTABLE or module == "numba.cuda":
+            module = b.followed_star()
+            if module is None:
                 continue  # never imported in the judge; _unknown names it if nothing else binds `name`
             judge = _judge_module(module)
             public = getattr(judge, "__all__", None) or [n for n in dir(judge) if not n.startswith("_")]
@@ -408,13 +408,12 @@ class Rebuilder:
     def _unknown(self, name: str, where: str) -> Unsafe:
         """`name` is not defined; where an answer cell star-imports a module the grader refuses, say so."""
         for b in self.imports.get("*", []):
-            module = b.node.module or ""
-            if module == "numba.cuda" and not b.node.level:
-                why = f"it traces a kernel's CUDA calls through the module, so write `cuda.{name}`"
-            elif b.node.level or module not in IMPORTABLE:
-                why = "a kernel it traces uses only numpy, math, numba and numba.cuda"
-            else:
+            if b.followed_star() is not None:
                 continue
+            if b.node.module == "numba.cuda" and not b.node.level:
+                why = f"it traces a kernel's CUDA calls through the module, so write `cuda.{name}`"
+            else:
+                why = "a kernel it traces uses only numpy, math, numba and numba.cuda"
             return Unsafe(
                 f"{where}: `{name}` is not defined, unless `{b.text}` ({b.place}) defines it, and the grader "
                 f"does not follow that import: {why}. Remove this import from the exercise cell"
@@ -461,6 +460,14 @@ class _Import:
         self.node, self.alias = node, alias
         self.text = ast.unparse(node)
         self.place = f"exercise {ex}, line {node.lineno}"
+
+    def followed_star(self) -> str | None:
+        """The module of `from module import *` when the judge resolves names through it (numpy, math,
+        numba); None for a relative import, another module, or numba.cuda (its calls go through `cuda.`)."""
+        module = self.node.module or ""
+        if self.node.level or module not in IMPORTABLE or module == "numba.cuda":
+            return None
+        return module
 
     def value(self, name: str, where: str, already: Callable[[str], str]) -> Any:
         """The judge's object this import binds to `name`; Unsafe, naming the import line, if not allowed.

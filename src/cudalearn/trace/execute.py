@@ -386,13 +386,11 @@ def _run_block(rec, fake, run, args, block):
                     op = None
                 except (TraceOutOfBounds, TraceError):
                     raise
-                except IndexError as e:  # a local array (plain NumPy in the tracer) indexed outside?
-                    found = rec.local_out_of_bounds(e)
-                    if found is not e:
-                        raise found from None
-                    e.add_note(f"(raised by thread {threads[tid]} of block {block} under cudalearn.trace)")
-                    raise
                 except Exception as e:
+                    if isinstance(e, IndexError):  # a local array (plain NumPy here) indexed outside?
+                        found = rec.local_out_of_bounds(e)
+                        if found is not e:
+                            raise found from None
                     e.add_note(f"(raised by thread {threads[tid]} of block {block} under cudalearn.trace)")
                     raise
                 if op == "warp":

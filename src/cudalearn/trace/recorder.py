@@ -278,8 +278,9 @@ class Recorder:
         self.line_stats(key[0], key[1]).races += 1
         if len(rep.races) < MAX_RACES:
             _, block, other, line = first
-            shared = alloc.shared and block == self.block  # a barrier orders a block's shared accesses
-            gap = self._gap(key[0], (other, thread), {line, key[1]}, alloc.id) if shared else None
+            # where a barrier goes: for the first race only (race_message's), on a block's shared memory
+            first_shared = not rep.races and alloc.shared and block == self.block
+            gap = self._gap(key[0], (other, thread), {line, key[1]}, alloc.id) if first_shared else None
             race = Race(
                 alloc.name, alloc.index(off), kind, (block, other), (self.block, thread), line, key[1], gap
             )

@@ -97,7 +97,8 @@ class Race:
     first_line: int
     second_line: int
     # Where the missing barrier goes, when one of the two threads ran both lines in the phase of the race:
-    # (line it ran first, its source, line it ran next, its source); None in global memory.
+    # (line it ran first, its source, line it ran next, its source); kept for a report's first race on
+    # shared memory, None otherwise.
     gap: tuple | None = None
 
     def __str__(self):
