@@ -214,10 +214,28 @@ def test_adopt_moves_the_rerun_keys_out_of_the_older_files_and_notes_where(tmp_p
         reference.adopt(src / "h200-new.json", tmp_path)  # the name is taken now
     other = run("2026-12-06T09:00:00+00:00", {"ch10.sum": {"ms": 9.0}}, device="NVIDIA T4")
     (src / "t4.json").write_text(reference.dumps(other))
-    with pytest.raises(reference.StoredFiguresError, match="from NVIDIA H200, not NVIDIA T4"):
+    with pytest.raises(
+        reference.StoredFiguresError, match="from NVIDIA H200, not NVIDIA T4.*--replace-device"
+    ):
         reference.adopt(src / "t4.json", tmp_path)
     older = run("2026-11-01T09:00:00+00:00", {"ch10.sum": {"ms": 9.0}})
     (src / "older.json").write_text(reference.dumps(older))
     with pytest.raises(reference.StoredFiguresError, match="newer than older.json"):
         reference.adopt(src / "older.json", tmp_path)
     assert json.loads((tmp_path / "h200-old.json").read_text())["figures"] == {"ch10.sum": {"ms": 2.0}}
+    # a chapter rerun on another GPU, asked for: the older file's note names the new device
+    (tmp_path / "h200-two.json").write_text(
+        reference.dumps(run("2026-12-01T12:00:00+00:00", {"ch6.x": {"ms": 1.0}}))
+    )
+    two = {"ch10.sum": {"ms": 2.0}, "ch6.y": {"ms": 4.0}}
+    (tmp_path / "h200-old.json").write_text(reference.dumps(run("2026-12-01T10:00:00+00:00", two)))
+    rerun = run(
+        "2026-12-07T09:00:00+00:00", {"ch10.sum": {"ms": 9.0}, "ch6.x": {"ms": 3.0}}, device="NVIDIA H100"
+    )
+    (src / "h100.json").write_text(reference.dumps(rerun))
+    moved = reference.adopt(src / "h100.json", tmp_path, replace_device=True)
+    assert moved == {"h200-old.json": ["ch10.sum"], "h200-two.json": ["ch6.x"]}
+    assert json.loads((tmp_path / "h200-old.json").read_text())["replaced"]["ch10.sum"] == (
+        "h100.json (2026-12-07, NVIDIA H100)"
+    )
+    assert not (tmp_path / "h200-two.json").exists()  # its only figure went to the H100 run

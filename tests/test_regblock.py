@@ -23,9 +23,25 @@ def test_each_step_computes_a_matmul_off_the_tile_grid(name):
     for m, k, n in SIZES:
         A = rng.standard_normal((m, k)).astype(np.float32)
         B = rng.standard_normal((k, n)).astype(np.float32)
-        grid, threads = regblock.launch_config(name, tiles, m, n)
-        C = checks.run_kernel(kernel, grid, threads, A, B, checks.empty_output((m, n)))[2]
+        dC = cuda.to_device(checks.empty_output((m, n)))  # NaN: an element never written fails
+        regblock.launcher(name, kernel, tiles, cuda.to_device(A), cuda.to_device(B), dC)()
+        C = dC.copy_to_host()
         checks.check_close(C, A @ B, name=f"C of {name} {m, k, n}", rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_the_async_step_wraps_its_ring_and_mixes_copied_and_guarded_tiles():
+    """cp.async's kernel under the simulator: many tiles around the 3-stage ring, a K off the tile grid
+    (the last tile guarded), blocks inside C (copied) and sticking out (guarded), and a B whose rows
+    are not whole 16-byte pieces (every block guarded)."""
+    name = regblock.ASYNC
+    kernel, tiles = regblock.build("sim")[name]
+    rng = np.random.default_rng(2)
+    for m, k, n in [(32, 8 * tiles["BK"] + 3, 36), (16, 8 * tiles["BK"], 18)]:
+        A = rng.standard_normal((m, k)).astype(np.float32)
+        B = rng.standard_normal((k, n)).astype(np.float32)
+        dC = cuda.to_device(checks.empty_output((m, n)))
+        regblock.launcher(name, kernel, tiles, cuda.to_device(A), cuda.to_device(B), dC)()
+        checks.check_close(dC.copy_to_host(), A @ B, name=f"C {m, k, n}", rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
 def test_tile_rules_are_enforced_and_configs_chosen_by_compute_capability():
@@ -35,6 +51,10 @@ def test_tile_rules_are_enforced_and_configs_chosen_by_compute_capability():
         regblock.make_regblock_2d_vec(BM=16, BN=16, BK=4, TM=2, TN=4)
     with pytest.raises(ValueError, match="multiple of 4"):
         regblock.make_regblock_2d_prefetch(BM=16, BN=16, BK=2, TM=4, TN=4)
+    with pytest.raises(ValueError, match="at least two buffers"):
+        regblock.make_regblock_2d_async(BM=16, BN=16, BK=4, TM=4, TN=4, stages=1)
+    with pytest.raises(ValueError, match="at most 48 KB"):
+        regblock.make_regblock_2d_async(BM=128, BN=128, BK=16, TM=8, TN=8, stages=4)
     assert regblock.config_for((9, 0)) == regblock.config_for((8, 0)) == "sm80+"
     assert regblock.config_for((7, 5)) == "sm75"
     assert regblock.config_for(None, simulator=True) == "sim"
@@ -112,6 +132,69 @@ def test_the_last_steps_compile_lean_for_the_h200_and_the_t4():
     assert rep["regblock_2d_vec"]["sass"]["loop"]["ffma_share"] > 0.75
     assert rep["regblock_2d_prefetch"]["sass"]["loop"]["ffma_share"] > 0.85
     assert rep["regblock_2d_prefetch"]["sass"]["loop"]["FFMA"] == 4 * 64  # k unrolled by 4, 8x8 outputs
+
+
+def test_the_async_step_compiles_to_cp_async_from_sm80_and_is_left_out_below_and_on_mlir(monkeypatch):
+    """The real compiler: cp.async in the PTX for sm_80 and sm_90, no spills at 128 registers; ptxas
+    refuses it for sm_75, which is why `build('sm75')` leaves the step out (as numba-cuda-mlir does)."""
+    from cudalearn import numba_backend
+    from cudalearn.kernels import async_copy
+
+    assert regblock.ASYNC not in regblock.build("sm75")
+    assert "sm_80" in regblock.unbuilt("sm75")[regblock.ASYNC]
+    monkeypatch.setattr(async_copy, "SIMULATOR", False)  # as on a GPU, with numba-cuda ...
+    numba_cuda = numba_backend.Choice(numba_backend.NUMBA_CUDA, "gpu", "test")
+    monkeypatch.setattr(numba_backend, "choice", lambda: numba_cuda)
+    assert "cp.async needs sm_80 or newer; this GPU is sm_75" in async_copy.unavailable((7, 5))
+    assert async_copy.unavailable((8, 0)) is None and async_copy.unavailable((9, 0)) is None
+    mlir = numba_backend.Choice(numba_backend.NUMBA_CUDA_MLIR, "gpu", "test")  # ... and numba-cuda-mlir
+    monkeypatch.setattr(numba_backend, "choice", lambda: mlir)
+    assert "numba-cuda-mlir takes no numba-cuda intrinsics" in async_copy.unavailable((9, 0))
+    assert regblock.ASYNC in regblock.unbuilt("sm80+")
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="no tiles for sm75: cp.async needs sm_80 or newer"):
+        regblock.tiles(regblock.ASYNC, "sm75")
+    code = """
+    import json, cudalearn
+    cudalearn.setup("compile", quiet=True)
+    from numba import cuda
+    from cudalearn import ptx, toolchain
+    from cudalearn.kernels import regblock
+    ptx._pretend_device((9, 0))  # numba-cuda compiles device functions for the current GPU: none here
+    cfg = regblock.tiles(regblock.ASYNC, "sm80+")
+    k = regblock.make_regblock_2d_async(**cfg)
+    bounds = k.targetoptions.get("launch_bounds")
+    out = {}
+    for cc in [(7, 5), (8, 0), (9, 0)]:
+        text, _ = cuda.compile_ptx(k.py_func, regblock._SIG, cc=cc, launch_bounds=bounds)
+        entry = {"cp_async": text.count("cp.async.cg.shared.global")}
+        entry["wait"] = "cp.async.wait_group 1;" in text
+        if toolchain.find_tool("ptxas"):
+            try:
+                entry["ptxas"] = toolchain.compile_report(text, cc)["ptxas"]
+            except RuntimeError as e:
+                entry["refused"] = str(e)
+        out["sm_%d%d" % cc] = entry
+    print(json.dumps(out))
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    cfg = regblock.CONFIGS_ASYNC["sm80+"]
+    threads = (cfg["BM"] // cfg["TM"]) * (cfg["BN"] // cfg["TN"])
+    pieces = (cfg["BM"] + cfg["BN"]) * cfg["BK"] // (4 * threads)  # 16-byte copies a thread, a tile
+    for sm in ("sm_80", "sm_90"):
+        copies = rep[sm]["cp_async"]  # the fill of the ring and the main loop's fetch, each of whole tiles
+        assert copies >= 2 * pieces and copies % pieces == 0 and rep[sm]["wait"], rep[sm]
+        if "ptxas" in rep[sm]:
+            assert rep[sm]["ptxas"]["spill_store_bytes"] == 0 and rep[sm]["ptxas"]["registers"] <= 128, rep[
+                sm
+            ]
+    if toolchain.find_tool("ptxas"):
+        assert "cp.async" in rep["sm_75"]["refused"] and "sm_80" in rep["sm_75"]["refused"], rep["sm_75"]
 
 
 # Lab 6 -------------------------------------------------------------------------------------------
@@ -228,18 +311,26 @@ def test_lab_function_checks():
         ("sm75", "regblock_2d_prefetch"),
         ("sm80+", "regblock_2d_warptile"),  # 8 warps: every warp's sub-tile, not only warp 0's
         ("sm75", "regblock_2d_warptile"),
+        ("sm80+", regblock.ASYNC),
     ],
 )
 def test_real_tile_sizes_right_and_race_free_on_full_and_edge_tiles(target, name):
-    """Traced on the CPU at the GPU tile sizes: one interior block, three edge blocks, 3 tiles along k."""
+    """Traced on the CPU at the GPU tile sizes: one interior block, three edge blocks, 3 tiles along k.
+
+    For the cp.async step, C's sides are multiples of 4, so the interior block copies its first two
+    tiles (the simulator's copy lands at once) and guards the third, and the ring is checked for races.
+    """
     from cudalearn.trace import trace
 
     kernel, tiles = regblock.build(target)[name]
     m, k, n = tiles["BM"] + 6, 2 * tiles["BK"] + 3, tiles["BN"] + 5
+    if name == regblock.ASYNC:
+        m, n = tiles["BM"] + 8, tiles["BN"] + 4
     rng = np.random.default_rng(1)
     A, B = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
     grid, threads = regblock.launch_config(name, tiles, m, n)
-    report = trace(kernel, grid, threads, A, B, np.full((m, n), np.nan, np.float32))
+    first = np.ascontiguousarray(A.T) if name == regblock.ASYNC else A  # the kernel takes A transposed
+    report = trace(kernel, grid, threads, first, B, np.full((m, n), np.nan, np.float32))
     assert report.race_count == 0, report.races[:3]
     checks.check_close(report.outputs[2], A @ B, name=f"traced C of {name}", rtol=1e-4, atol=1e-4)
 
@@ -283,7 +374,8 @@ def _first_step_reads(name):
     rng = np.random.default_rng(1)
     A = rng.standard_normal((cfg["BM"], cfg["BK"])).astype(np.float32)
     B = rng.standard_normal((cfg["BK"], cfg["BN"])).astype(np.float32)
-    rep = trace(kernel, (1, 1), threads, A, B, np.zeros((cfg["BM"], cfg["BN"]), np.float32))
+    first = np.ascontiguousarray(A.T) if name == regblock.ASYNC else A  # the kernel takes A transposed
+    rep = trace(kernel, (1, 1), threads, first, B, np.zeros((cfg["BM"], cfg["BN"]), np.float32))
     read = {"sAt": {}, "sB": {}}  # array -> {lane: set of byte addresses read at k = 0}
     stored = {"sAt": [], "sB": []}
     for (_, warp, _, occurrence), requests in rep.kept_requests.items():
@@ -297,7 +389,8 @@ def _first_step_reads(name):
 
 
 @pytest.mark.parametrize(
-    "name", ["regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile"]
+    "name",
+    ["regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile", regblock.ASYNC],
 )
 def test_thread_outputs_are_the_rows_and_columns_each_thread_reads(name):
     """Chapter 6's micro-tile picture: thread_outputs agrees with the traced shared reads of the kernel."""
@@ -309,7 +402,9 @@ def test_thread_outputs_are_the_rows_and_columns_each_thread_reads(name):
         assert sorted(rows) == got_rows and sorted(cols) == got_cols, (t, rows, got_rows, cols, got_cols)
 
 
-@pytest.mark.parametrize("name", ["regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile"])
+@pytest.mark.parametrize(
+    "name", ["regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile", regblock.ASYNC]
+)
 def test_warp_read_runs_counts_the_16_byte_runs_a_warp_reads(name):
     """Chapter 6's table of runs a step along k: warp_read_runs agrees with the traced reads of warp 0."""
     cfg, read, base = _first_step_reads(name)
@@ -346,8 +441,15 @@ def test_the_gemm_goal_needs_85_percent_of_cublas_and_to_beat_triton():
     assert gemm.verdict(SimpleNamespace(rows=[{"name": "cuBLAS FP32", "gflops": 1.0}])) is None
 
 
-@pytest.mark.parametrize("target", ["sm80+", "sm75", "sim"])
-@pytest.mark.parametrize("name", ["regblock_2d_prefetch", "regblock_2d_warptile"])
+@pytest.mark.parametrize(
+    ("target", "name"),
+    [
+        (target, name)
+        for name in ("regblock_2d_prefetch", "regblock_2d_warptile", regblock.ASYNC)
+        for target in ("sm80+", "sm75", "sim")
+        if not (name == regblock.ASYNC and target == "sm75")  # no cp.async on a T4
+    ],
+)
 def test_every_output_of_the_block_tile_belongs_to_exactly_one_thread(target, name):
     """make_layout, warp by warp or block-wide: the threads' outputs tile the block tile once."""
     cfg = regblock.tiles(name, target)

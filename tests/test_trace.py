@@ -863,7 +863,11 @@ def reference_launches():
     for target in ("sim", "sm75"):
         for name, (kernel, cfg) in regblock.build(target).items():
             m, k, n = cfg["BM"] + 3, 2 * cfg["BK"] + 1, cfg["BN"] + 5
-            yield name, kernel, *regblock.launch_config(name, cfg, m, n), (mat(m, k), mat(k, n), mat(m, n))
+            first = mat(m, k)
+            if name == regblock.ASYNC:  # A transposed, rows of whole 16-byte pieces (the block inside copies)
+                m, n = cfg["BM"] + 4, cfg["BN"] + 4
+                first = mat(k, m)
+            yield name, kernel, *regblock.launch_config(name, cfg, m, n), (first, mat(k, n), mat(m, n))
 
 
 @pytest.mark.parametrize("launch", list(reference_launches()), ids=lambda launch: launch[0])

@@ -78,7 +78,7 @@ def _reference(args: argparse.Namespace) -> int:
     if args.action == "adopt":
         stored = Path(reference.__file__).parent / "data" / "reference"
         try:
-            moved = reference.adopt(args.file, stored)
+            moved = reference.adopt(args.file, stored, replace_device=args.replace_device)
         except reference.StoredFiguresError as e:
             print(f"not adopted: {e}", file=sys.stderr)
             return 1
@@ -166,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--what", action="append", help="what run i is, for merged_from (once per file, in order)")
     a = ref.add_parser("adopt", help="store a rerun: its keys leave the older files, noting where they went")
     a.add_argument("file", type=Path, help="the new run (JSON, as scripts/gpu_run.py writes it)")
+    a.add_argument(
+        "--replace-device",
+        action="store_true",
+        help="also replace figures stored from another GPU (a chapter rerun on another device)",
+    )
     p = sub.add_parser("site", help="render the book and the labs index as a static HTML site (offline)")
     p.add_argument("action", choices=("build",))
     p.add_argument("dir", type=Path, help="the folder to write the site into (emptied if it holds a site)")

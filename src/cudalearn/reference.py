@@ -333,7 +333,7 @@ def merge_files(paths: Sequence[Path], out: Path, what: Sequence[str] = ()) -> d
     return data
 
 
-def adopt(new: Path, folder: Path) -> dict[str, list[str]]:
+def adopt(new: Path, folder: Path, replace_device: bool = False) -> dict[str, list[str]]:
     """Store the run `new` in `folder`; its keys leave the older files there (`cudalearn reference adopt`).
 
     A rerun replaces figures: each older file that stored one of its keys loses that figure and
@@ -341,7 +341,9 @@ def adopt(new: Path, folder: Path) -> dict[str, list[str]]:
     the history stays readable; a file left with no figures is deleted. The new file is written
     first, so a failure part-way loses no figure. Refuses (StoredFiguresError, nothing changed) a
     `new` not in the reference format, a name already taken by another file, and a run that would
-    replace figures of another device or of a later date. Returns {older file: the keys it gave up}.
+    replace figures of a later date, or of another device unless `replace_device` (a whole chapter
+    rerun on another GPU: its `replaced` notes then name the new device, and every figure still
+    carries its own). Returns {older file: the keys it gave up}.
     """
     data = _read_run(Path(new))
     folder, target = Path(folder), Path(folder) / Path(new).name
@@ -355,10 +357,10 @@ def adopt(new: Path, folder: Path) -> dict[str, list[str]]:
         gone = sorted(set(old["figures"]) & set(data["figures"]))
         if not gone:
             continue
-        if old["device"] != data["device"]:
+        if old["device"] != data["device"] and not replace_device:
             raise StoredFiguresError(
                 f"{path.name} holds {len(gone)} of these keys from {old['device']}, not {data['device']}: "
-                "the course's figures come from one device; not adopted"
+                "a chapter's figures come from one device; not adopted (--replace-device replaces them all)"
             )
         if str(old.get("created", old["date"])) > str(data.get("created", data["date"])):
             raise StoredFiguresError(f"{path.name} is newer than {target.name}: it would lose newer figures")
@@ -371,7 +373,8 @@ def adopt(new: Path, folder: Path) -> dict[str, list[str]]:
         for key in gone:
             del old["figures"][key]
             old.get("superseded", {}).pop(key, None)
-            old.setdefault("replaced", {})[key] = f"{target.name} ({data['date']})"
+            other = f", {data['device']}" if old["device"] != data["device"] else ""
+            old.setdefault("replaced", {})[key] = f"{target.name} ({data['date']}{other})"
         if "superseded" in old and not old["superseded"]:
             del old["superseded"]
         if old["figures"]:

@@ -6,7 +6,7 @@
 At N = cudalearn.size("ch6.bench_n"), every candidate is first checked against cuBLAS FP32, then
 all are timed in one `timing.measure` call (CUDA events, warm-up, median), recorded under
 `bench.gemm.N{N}` when CUDALEARN_RECORD is set (scripts/gpu_run.py sets it): Chapter 3's tiled
-kernel (if the package has it), the five register-blocked Numba kernels of Chapter 6, the Triton
+kernel (if the package has it), the six register-blocked Numba kernels of Chapter 6, the Triton
 matmul (FP32, TF32, FP16, if Triton is installed) and cuBLAS through PyTorch in FP32 (TF32 off),
 TF32, FP16 and BF16 (TF32 and BF16 only from sm_80 on). The last lines judge the chapter's goal
 with the numbers of this same run: the best Numba kernel at 85% or more of cuBLAS FP32, and
@@ -43,6 +43,7 @@ NUMBA_STEPS = (
     "regblock_2d_vec",
     "regblock_2d_prefetch",
     "regblock_2d_warptile",
+    "regblock_2d_async",  # sm_80 and newer; its time includes the transpose of A it needs
 )
 NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "ComputeWorkloadAnalysis", "WarpStateStats")
 # Shared-memory counters whose names Chapter 4's tracer comparison already uses on an H200.
@@ -72,14 +73,14 @@ def numba_kernels(cc) -> dict:
 
 
 def launch(name, kernel, tiles, n, dA, dB, dC):
-    """A callable that launches one Numba kernel on the (n, n) device arrays."""
+    """A callable that computes dC = dA @ dB, (n, n) device arrays, with one Numba kernel (and, for the
+    cp.async step, the transpose of A it needs: `regblock.launcher`)."""
     from cudalearn.kernels import regblock
 
     if name == TILED:
         grid, block = grids.square(n, n, tiles["tile"])
-    else:
-        grid, block = regblock.launch_config(name, tiles, n, n)
-    return lambda: kernel[grid, block](dA, dB, dC)
+        return lambda: kernel[grid, block](dA, dB, dC)
+    return regblock.launcher(name, kernel, tiles, dA, dB, dC)
 
 
 def precisions(cc) -> dict:
@@ -136,7 +137,11 @@ def candidates(n: int, cc) -> tuple[dict, dict, list[str]]:
     tol = {"rtol": 1e-3, "atol": 1e-3 * math.sqrt(n)}
     lowp_tol = {"rtol": 3e-2, "atol": 3e-2 * math.sqrt(n)}  # 16-bit or TF32 inputs: about 3 digits
 
-    found, numba, skipped = {}, {}, []
+    from cudalearn.kernels import regblock
+
+    found, numba = {}, {}
+    target = regblock.config_for(cc, simulator=cudalearn.mode() == "sim")
+    skipped = [f"{name}: {why}" for name, why in regblock.unbuilt(target).items()]
     for name, (kernel, tiles) in numba_kernels(cc).items():
         fn = launch(name, kernel, tiles, n, dA, dB, dC)
         dC.copy_to_device(np.full((n, n), np.nan, np.float32))  # a kernel that writes nothing fails

@@ -42,6 +42,8 @@ picks one. What the compiler made of a kernel
 (registers, occupancy, the machine instructions of its hot loop) is `cudalearn.toolchain`'s.
 """
 
+import linecache
+
 from cudalearn import launch
 from cudalearn.numba_backend import SIMULATOR, cuda, float32, int64, uint32
 
@@ -72,6 +74,15 @@ CONFIGS_WARP = {
     "sm75": {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "TN": 4, "WM": 32, "WN": 32, "regs": 128},
     # one warp of 16 x 32 outputs: the smallest tile a whole warp of 4 x 4 micro-tiles fills.
     "sim": {"BM": 16, "BN": 32, "BK": 4, "TM": 4, "TN": 4, "WM": 16, "WN": 32, "regs": 128},
+}
+
+#: The cp.async kernel's tiles per target (`make_regblock_2d_async`; sm_80 and newer only, so no 'sm75').
+CONFIGS_ASYNC = {
+    # 256 threads of 8 x 8 outputs at 128 registers (two blocks an SM), BK = 16, three stages (48 KB of
+    # shared memory a block): the fastest of the cp.async candidates of the H100 probe of 2026-12-05
+    # (data/gpu-runs/2026-12-05-h100-probe4).
+    "sm80+": {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "stages": 3, "regs": 128},
+    "sim": {"BM": 16, "BN": 16, "BK": 4, "TM": 4, "TN": 4, "stages": 3, "regs": 128},
 }
 
 #: The 1-D kernel's tiles (BM, BN, BK, TM) per target: TM outputs down one column per thread.
@@ -491,7 +502,7 @@ def warp_read_runs(kernel_name, cfg, warp=0):
     of four is one aligned run, read with one 128-bit shared load, and a warp's shared traffic per
     step along k is 16 * (A + B) bytes. Counted from `thread_outputs`, the kernels' own rule.
     """
-    if kernel_name not in ("regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile"):
+    if kernel_name not in ("regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile", ASYNC):
         raise ValueError(f"{kernel_name} does not read its rows and columns in 16-byte runs")
     first = 32 * warp
     threads = threads_per_block(kernel_name, cfg)
@@ -510,24 +521,217 @@ def make_regblock_2d_warptile(BM, BN, BK, TM, TN, WM, WN, regs=MAX_REGISTERS):
     return make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=regs, warp=(WM, WN))
 
 
+def _inlined(fn):
+    """A device function LLVM inlines into its callers (forceinline); a plain one under the simulator."""
+    return cuda.jit(device=True)(fn) if SIMULATOR else cuda.jit(device=True, forceinline=True)(fn)
+
+
+def make_tile_steps(BK, TM, TN, RX, RY):
+    """steps(sAt, sB, q, c0, r0, a, b, acc): the BK steps along k of the tile whose rows start at q (Ch. 6).
+
+    Each step is `make_outer_product`'s (its TM + TN shared reads, then its TM * TN FMAs), written out
+    BK times as straight-line code. Numba unrolls a loop over k only by two, and its own inliner
+    (`inline="always"`) takes minutes on sixteen calls, so the steps are LLVM-inlined device functions
+    and the text of `steps` is generated here, with its lines in `linecache` for tracebacks and the
+    tracer.
+    """
+    fragment_source = f"""def fragment(sAt, sB, k, c0, r0, a, b):
+    for i in range({TM}):
+        a[i] = sAt[k, vec_offset(i, r0, {RY})]
+    for j in range({TN}):
+        b[j] = sB[k, vec_offset(j, c0, {RX})]
+
+
+def fma(a, b, acc):
+    for i in range({TM}):
+        for j in range({TN}):
+            acc[i, j] += a[i] * b[j]
+
+
+def steps(sAt, sB, q, c0, r0, a, b, acc):
+""" + "".join(f"    fragment(sAt, sB, q + {k}, c0, r0, a, b)\n    fma(a, b, acc)\n" for k in range(BK))
+    filename = f"<cudalearn.kernels.regblock: the steps of a tile, BK={BK} TM={TM} TN={TN} RX={RX} RY={RY}>"
+    linecache.cache[filename] = (len(fragment_source), None, fragment_source.splitlines(True), filename)
+    names = {"vec_offset": vec_offset}
+    exec(compile(fragment_source, filename, "exec"), names)
+    names["fragment"] = _inlined(names["fragment"])
+    names["fma"] = _inlined(names["fma"])
+    return _inlined(names["steps"])
+
+
+def make_regblock_2d_async(BM, BN, BK, TM, TN, stages=3, regs=MAX_REGISTERS):
+    """C = AT.T @ B with the tiles copied by cp.async into a ring of `stages` shared buffers (Chapter 6).
+
+    AT is A transposed, (K, M): `matmul_async` transposes A first with Chapter 4's padded transpose,
+    so that A's tile, like B's, is copied 16 bytes at a time into rows that need no transposition.
+    While tile s is multiplied, tiles s + 1 ... s + stages - 1 are on their way straight into shared
+    memory (`async_copy`): no registers hold them and no thread waits for them until it needs them.
+    One barrier a tile: it publishes tile s to the block and tells everyone that the stage of tile
+    s - 1, which the next copies overwrite, is read. The thread layout, outer product and epilogue are
+    `regblock_2d_vec`'s. Blocks that stick out of C, edge tiles along k and shapes whose rows are not
+    multiples of 4 floats take guarded synchronous loads instead (zeros outside the matrices).
+    sm_80 and newer (`async_copy.unavailable`).
+    """
+    from cudalearn.kernels import async_copy
+
+    threads = _check_2d(BM, BN, BK, TM, TN, vec=True)
+    if stages < 2:
+        raise ValueError(f"stages={stages}: at least two buffers, one read while the next is filled")
+    if (BM * BK) % (VEC * threads) or (BN * BK) % (VEC * threads):
+        raise ValueError(f"{threads} threads cannot copy the tiles in equal 16-byte pieces")
+    RX, RY, first = make_layout(BM, BN, TM, TN)
+    first_output = cuda.jit(device=True, inline="always")(first)
+    ROWS = stages * BK  # the ring: tile s lives in rows (s % stages) * BK ... + BK - 1
+    if ROWS * (BM + BN) * 4 > 48 * 1024:
+        raise ValueError(f"{ROWS * (BM + BN) * 4} bytes of shared memory a block: at most 48 KB (static)")
+    A_QUADS, B_QUADS = BM // VEC, BN // VEC  # 16-byte pieces along a row of AT's and of B's tile
+    A_STEP, B_STEP = threads // A_QUADS, threads // B_QUADS  # tile rows one pass of the block copies
+    A_PASSES, B_PASSES = BK // A_STEP, BK // B_STEP
+    steps = make_tile_steps(BK, TM, TN, RX, RY)
+    store_block = make_store_block(TM, TN, RX, RY)
+    copy16, commit, wait = async_copy.copy16, async_copy.commit, async_copy.make_wait(stages - 2)
+    STAGES = stages
+
+    @cuda.jit(device=True, inline="always")
+    def fetch(AT, B, sAt, sB, q, k0, a_off, b_off, t, row0, col0, M, N, K, fast):
+        """The tile at k0 into the stage whose rows start at q: cp.async if `fast` (a_off and b_off are
+        this thread's first piece of it in AT and B, flat), else guarded loads, zeros outside."""
+        ar, ac = t // A_QUADS, (t % A_QUADS) * VEC  # this thread's first piece of the tiles
+        br, bc = t // B_QUADS, (t % B_QUADS) * VEC
+        if fast:
+            for p in range(A_PASSES):
+                copy16(sAt, (q + ar + p * A_STEP) * BM + ac, AT, a_off + p * A_STEP * M)
+            for p in range(B_PASSES):
+                copy16(sB, (q + br + p * B_STEP) * BN + bc, B, b_off + p * B_STEP * N)
+        else:
+            for p in range(A_PASSES):
+                for u in range(VEC):
+                    v = float32(0.0)
+                    if k0 + ar + p * A_STEP < K and row0 + ac + u < M:
+                        v = AT[k0 + ar + p * A_STEP, row0 + ac + u]
+                    sAt[q + ar + p * A_STEP, ac + u] = v
+            for p in range(B_PASSES):
+                for u in range(VEC):
+                    v = float32(0.0)
+                    if k0 + br + p * B_STEP < K and col0 + bc + u < N:
+                        v = B[k0 + br + p * B_STEP, col0 + bc + u]
+                    sB[q + br + p * B_STEP, bc + u] = v
+
+    def regblock_2d_async(AT, B, C):
+        """C = AT.T @ B: tiles copied by cp.async `STAGES - 1` tiles ahead, one barrier a tile; float32."""
+        sAt = cuda.shared.array((ROWS, BM), float32)
+        sB = cuda.shared.array((ROWS, BN), float32)
+        acc = cuda.local.array((TM, TN), float32)
+        a = cuda.local.array(TM, float32)
+        b = cuda.local.array(TN, float32)
+        t = int64(uint32(cuda.threadIdx.x))
+        row0 = int64(uint32(cuda.blockIdx.y)) * BM
+        col0 = int64(uint32(cuda.blockIdx.x)) * BN
+        c0, r0 = first_output(t)
+        M, N, K = C.shape[0], C.shape[1], B.shape[0]
+        interior = row0 + BM <= M and col0 + BN <= N
+        fast_block = interior and M % VEC == 0 and N % VEC == 0  # 16-byte aligned pieces, all inside
+        a_off = (t // A_QUADS) * M + row0 + (t % A_QUADS) * VEC  # this thread's first piece of tile 0
+        b_off = (t // B_QUADS) * N + col0 + (t % B_QUADS) * VEC
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+        tiles = (K + BK - 1) // BK
+        wq = int64(0)  # the first row of the stage the next fetched tile goes to
+        k0 = int64(0)  # the first k of the next fetched tile
+        for s in range(STAGES - 1):  # the first STAGES - 1 tiles on their way
+            if s < tiles:
+                fast = fast_block and k0 + BK <= K  # a whole tile of a block inside C: cp.async
+                fetch(AT, B, sAt, sB, uint32(wq), k0, a_off, b_off, t, row0, col0, M, N, K, fast)
+            commit()  # a group every time, even empty: the wait below counts groups
+            wq += BK
+            k0 += BK
+            a_off += BK * M
+            b_off += BK * N
+        rq = int64(0)  # the first row of the stage that holds tile s
+        for _ in range(tiles):  # tile s = 0, 1, ...: its stage starts at row rq
+            wait()  # this thread's copies of tile s have landed ...
+            cuda.syncthreads()  # ... everyone's have, and everyone has read tile s - 1's stage
+            if wq == ROWS:
+                wq = int64(0)
+            if k0 < K:  # tile s + STAGES - 1, into the stage tile s - 1 used
+                fast = fast_block and k0 + BK <= K  # a whole tile of a block inside C: cp.async
+                fetch(AT, B, sAt, sB, uint32(wq), k0, a_off, b_off, t, row0, col0, M, N, K, fast)
+            commit()
+            wq += BK
+            k0 += BK
+            a_off += BK * M
+            b_off += BK * N
+            steps(sAt, sB, uint32(rq), c0, r0, a, b, acc)  # uint32: no wrap-around code for the rows
+            rq += BK
+            if rq == ROWS:
+                rq = int64(0)
+        store_block(C, acc, row0, col0, c0, r0, interior)
+
+    return _jit_bounded(threads, regs)(regblock_2d_async)
+
+
 FACTORIES = {
     "regblock_1d": make_regblock_1d,
     "regblock_2d_simple": make_regblock_2d_simple,
     "regblock_2d_vec": make_regblock_2d_vec,
     "regblock_2d_prefetch": make_regblock_2d_prefetch,
     "regblock_2d_warptile": make_regblock_2d_warptile,
+    "regblock_2d_async": make_regblock_2d_async,
 }
+ASYNC = "regblock_2d_async"  # the one step whose kernel takes A transposed (`launcher` transposes it)
+_TABLES = {"regblock_1d": CONFIGS_1D, "regblock_2d_warptile": CONFIGS_WARP, ASYNC: CONFIGS_ASYNC}
 
 
 def tiles(kernel_name, target):
     """The tile sizes of `kernel_name` for `target` ('sm80+', 'sm75' or 'sim'), as a dict (Chapter 6)."""
-    table = {"regblock_1d": CONFIGS_1D, "regblock_2d_warptile": CONFIGS_WARP}.get(kernel_name, CONFIGS)
+    table = _TABLES.get(kernel_name, CONFIGS)
+    if target not in table:
+        raise ValueError(f"{kernel_name} has no tiles for {target}: {unbuilt(target)[kernel_name]}")
     return table[target]
 
 
+def unbuilt(target):
+    """{name: why} of the steps `build(target)` leaves out in this process (Chapter 6)."""
+    from cudalearn.kernels import async_copy
+
+    if target not in CONFIGS_ASYNC:  # 'sm75': whatever runs the kernels, a T4's ptxas refuses cp.async
+        return {ASYNC: "cp.async needs sm_80 or newer; the sm75 tiles are a T4's (sm_75)"}
+    why = async_copy.unavailable()
+    return {} if why is None else {ASYNC: why}
+
+
 def build(target):
-    """{name: (kernel, tiles)} of the five steps with tiles for 'sm80+', 'sm75' or 'sim' (Chapter 6)."""
-    return {name: (make(**tiles(name, target)), tiles(name, target)) for name, make in FACTORIES.items()}
+    """{name: (kernel, tiles)} of the six steps with tiles for 'sm80+', 'sm75' or 'sim' (Chapter 6),
+    less those `unbuilt(target)` names (the cp.async step below sm_80 and on numba-cuda-mlir)."""
+    skip = unbuilt(target)
+    return {
+        name: (make(**tiles(name, target)), tiles(name, target))
+        for name, make in FACTORIES.items()
+        if name not in skip
+    }
+
+
+def launcher(name, kernel, cfg, A, B, C):
+    """A callable that computes C = A @ B (device arrays) with step `name` built with tiles `cfg` (Ch. 6).
+
+    For the cp.async step it launches two kernels: Chapter 4's padded transpose of A into a buffer
+    made here, then the product; the time of the call includes both.
+    """
+    m, n = C.shape
+    grid, threads = launch_config(name, cfg, m, n)
+    if name != ASYNC:
+        return lambda: kernel[grid, threads](A, B, C)
+    from cudalearn.kernels import transpose
+
+    AT = cuda.device_array((A.shape[1], A.shape[0]), dtype=A.dtype)
+    t_grid, t_block = transpose.launch_config(A.shape[0], A.shape[1], 32)
+
+    def run():
+        transpose.transpose_tiled32_padded[t_grid, t_block](A, AT)
+        kernel[grid, threads](AT, B, C)
+
+    return run
 
 
 # Each step at sm_80's tile sizes (the H200's), and the last at sm_75's (the T4's); compiled at their
