@@ -94,6 +94,16 @@ def test_instruction_mix_finds_the_hot_loop():
     assert mix["total"]["instructions"] == 9 and mix["total"]["STG"] == 1 and mix["total"]["BAR"] == 1
 
 
+def _compile_mode_report(code):
+    """The JSON that `code` prints last, run in a fresh process in compile mode (real numba-cuda, no GPU)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def test_the_last_steps_compile_lean_for_the_h200_and_the_t4():
     """ptxas and the SASS of the kernels as the book describes them (skipped without ptxas/cuobjdump)."""
     if not (toolchain.find_tool("ptxas") and toolchain.find_tool("cuobjdump")):
@@ -113,12 +123,7 @@ def test_the_last_steps_compile_lean_for_the_h200_and_the_t4():
         out[name] = toolchain.compile_report(ptx, cc) | {"f64": ".f64" in ptx}
     print(json.dumps(out))
     """
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
-    r = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    rep = _compile_mode_report(code)
     for name, got in rep.items():
         assert not got["f64"], f"{name} computes in float64"
         assert got["ptxas"]["spill_store_bytes"] == 0, f"{name} spills: {got['ptxas']}"
@@ -177,12 +182,7 @@ def test_the_async_step_compiles_to_cp_async_from_sm80_and_is_left_out_below_and
         out["sm_%d%d" % cc] = entry
     print(json.dumps(out))
     """
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
-    r = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    rep = _compile_mode_report(code)
     cfg = regblock.CONFIGS_ASYNC["sm80+"]
     threads = (cfg["BM"] // cfg["TM"]) * (cfg["BN"] // cfg["TN"])
     pieces = (cfg["BM"] + cfg["BN"]) * cfg["BK"] // (4 * threads)  # 16-byte copies a thread, a tile
