@@ -13,7 +13,7 @@ become closure constants. A `cuda.local.array` of constant shape, indexed only w
 the loops over it are unrolled, lives in registers; index it with a run-time value and it goes to
 (slow) local memory.
 
-The five steps of the chapter, each a factory:
+The six steps of the chapter, each a factory:
 
 * `make_regblock_1d`: each thread computes TM elements of one column of C, so each value of B it
   reads from shared memory serves TM multiply-adds;
@@ -30,15 +30,21 @@ The five steps of the chapter, each a factory:
 * `make_regblock_2d_warptile`: `_prefetch` with the threads laid out warp by warp: each warp owns
   a WM x WN sub-tile of the block tile and its lanes a grid inside it (`make_layout`), so a warp's
   shared reads at each step along k cover fewer distinct 16-byte runs (the warp tiling of
-  Simon Boehm's "How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a Worklog").
+  Simon Boehm's "How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a Worklog");
+* `make_regblock_2d_async` (sm_80 and newer): `_vec`'s layout and outer product, the loop along k
+  written out (`make_tile_steps`), and the tiles copied by cp.async (`async_copy`) into a ring of
+  three shared buffers, one barrier a tile; it takes A transposed (`launcher` transposes it first
+  with Chapter 4's kernel), so that A's tile is copied 16 bytes at a time like B's.
 
 Their shared pieces are device functions the kernels inline: `make_load_tiles` (the guarded loads of
 a step along k, every tile of `_simple` and the edge tiles of `_vec`), `make_outer_product` (the step
-along k of the last three) and `make_store_block` (their epilogue).
+along k of the last four: `make_tile_steps` writes out a tile of its calls) and `make_store_block`
+(their epilogue).
 
-`CONFIGS` (and `CONFIGS_WARP` for the warp-tiled step) sizes the tiles for sm_80 and newer
-('sm80+': A100, H100, H200), for sm_75 ('sm75': a T4) and for the simulator ('sim'); `config_for(cc)`
-picks one. What the compiler made of a kernel
+`CONFIGS` (`CONFIGS_WARP` for the warp-tiled step, `CONFIGS_ASYNC` for the cp.async one) sizes the
+tiles for sm_80 and newer ('sm80+': A100, H100, H200), for sm_75 ('sm75': a T4) and for the simulator
+('sim'); `config_for(cc)` picks one, `build(target)` makes every step that target has (`unbuilt` says
+why one is left out) and `launcher` runs any of them on device arrays. What the compiler made of a kernel
 (registers, occupancy, the machine instructions of its hot loop) is `cudalearn.toolchain`'s.
 """
 
@@ -529,33 +535,18 @@ def _inlined(fn):
 def make_tile_steps(BK, TM, TN, RX, RY):
     """steps(sAt, sB, q, c0, r0, a, b, acc): the BK steps along k of the tile whose rows start at q (Ch. 6).
 
-    Each step is `make_outer_product`'s (its TM + TN shared reads, then its TM * TN FMAs), written out
-    BK times as straight-line code. Numba unrolls a loop over k only by two, and its own inliner
-    (`inline="always"`) takes minutes on sixteen calls, so the steps are LLVM-inlined device functions
-    and the text of `steps` is generated here, with its lines in `linecache` for tracebacks and the
-    tracer.
+    Each step is `make_outer_product`'s, called BK times in straight-line code. Numba unrolls a loop
+    over k only by two, and its own inliner (`inline="always"`) takes minutes on sixteen calls, so
+    the step is compiled as a device function LLVM inlines (`forceinline`) and the text of `steps` is
+    generated here, with its lines in `linecache` for tracebacks and the tracer.
     """
-    fragment_source = f"""def fragment(sAt, sB, k, c0, r0, a, b):
-    for i in range({TM}):
-        a[i] = sAt[k, vec_offset(i, r0, {RY})]
-    for j in range({TN}):
-        b[j] = sB[k, vec_offset(j, c0, {RX})]
-
-
-def fma(a, b, acc):
-    for i in range({TM}):
-        for j in range({TN}):
-            acc[i, j] += a[i] * b[j]
-
-
-def steps(sAt, sB, q, c0, r0, a, b, acc):
-""" + "".join(f"    fragment(sAt, sB, q + {k}, c0, r0, a, b)\n    fma(a, b, acc)\n" for k in range(BK))
-    filename = f"<cudalearn.kernels.regblock: the steps of a tile, BK={BK} TM={TM} TN={TN} RX={RX} RY={RY}>"
-    linecache.cache[filename] = (len(fragment_source), None, fragment_source.splitlines(True), filename)
-    names = {"vec_offset": vec_offset}
-    exec(compile(fragment_source, filename, "exec"), names)
-    names["fragment"] = _inlined(names["fragment"])
-    names["fma"] = _inlined(names["fma"])
+    source = "def steps(sAt, sB, q, c0, r0, a, b, acc):\n" + "".join(
+        f"    step(sAt, sB, q + {k}, c0, r0, a, b, acc)\n" for k in range(BK)
+    )
+    filename = f"<cudalearn.kernels.regblock: the {BK} steps of a tile, TM={TM} TN={TN} RX={RX} RY={RY}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    names = {"step": _inlined(make_outer_product(TM, TN, RX, RY).py_func)}
+    exec(compile(source, filename, "exec"), names)
     return _inlined(names["steps"])
 
 
