@@ -1,12 +1,17 @@
 """Chapter 5's data set and shallow network: naive, fused and PyTorch agree; the timing helpers run."""
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 
 from cudalearn import checks, datasets, precision
 from cudalearn.bench import fused_layer, shallow_net
+from cudalearn.kernels import linear
 from cudalearn.nn import epoch_data, mlp, training
 
 
@@ -70,7 +75,7 @@ def test_naive_fused_and_torch_follow_the_same_losses_and_weights(tiny):
     """Same weights, same batches, 2 SGD steps of 16 rows: losses and every parameter agree."""
     sizes = mlp.layer_sizes(tiny.features, 16)
     params = mlp.init_params(sizes, seed=0)
-    classes = (mlp.NaiveMLP, mlp.FusedMLP, mlp.PreparedMLP, mlp.TorchMLP)
+    classes = (mlp.NaiveMLP, mlp.FusedMLP, mlp.PreparedMLP, mlp.TunedMLP, mlp.TorchMLP)
     nets = {cls.name: cls(params, 16, mlp.LR) for cls in classes}
     hist = {name: mlp.train(net, tiny, 1, evaluate=False, progress=False) for name, net in nets.items()}
     assert len(hist["naive"].step_loss) == 2
@@ -84,7 +89,7 @@ def test_naive_fused_and_torch_follow_the_same_losses_and_weights(tiny):
     for (W, b), (Wp, bp) in zip(nets["fused"].params(), nets["prepared"].params(), strict=True):
         checks.check_close(Wp, W, name="prepared W", rtol=1e-5, atol=1e-7)
         checks.check_close(bp, b, name="prepared b", rtol=1e-5, atol=1e-7)
-    for name in ("fused", "torch"):
+    for name in ("fused", "tuned", "torch"):  # tuned: other kernels, other summation order
         checks.check_close(
             np.array(hist[name].step_loss, np.float32),
             np.array(hist["naive"].step_loss, np.float32),
@@ -122,6 +127,7 @@ def test_launch_counts(tiny):
             (mlp.NaiveMLP, 9 * layers - 2),
             (mlp.FusedMLP, 4 * layers),
             (mlp.PreparedMLP, 4 * layers),
+            (mlp.TunedMLP, 4 * layers),
         ):
             with mlp.count_launches() as seen:
                 cls(params, 16, mlp.LR).step(*dd.batch(0, 16), dd.losses(1), 0)
@@ -129,6 +135,78 @@ def test_launch_counts(tiny):
     with mlp.count_launches() as seen:
         pass
     assert seen.count == 0 and str(seen) == "0 launches: "
+
+
+def test_the_tuned_network_takes_128_bit_kernels_and_small_tiles_for_the_logits(tiny):
+    """TunedMLP's products: the vec kernels for the hidden layers, the package's small tiles for results
+    of at most skinny_cols columns (the logits and their weight gradient), right on ragged shapes."""
+    params = mlp.init_params(mlp.layer_sizes(tiny.features, 16), seed=0)
+    net = mlp.TunedMLP(params, 16, mlp.LR)
+    main, skinny, cols = linear.tuned_tiles_for_mode()
+    assert net.product("linear_forward", (16, 16)) == (
+        linear.blocked_vec(main)["linear_forward"],
+        main.launch(16, 16),
+    )
+    kernel, config = net.product("linear_backward_weight", (16, cols))
+    assert kernel is linear.blocked(skinny)["linear_backward_weight"] and config == skinny.launch(16, cols)
+    with pytest.raises(ValueError, match="multiples of 4"):
+        linear.make_blocked_vec(linear.Tiles(tm=2))
+    rng = np.random.default_rng(5)
+    kernels, cfg = linear.blocked_vec(main), main
+    for m, k, n in [(main.bm + 5, main.bk + 3, main.bn - 3), (3, 1, 2)]:
+        X, W = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+        b, dZ = rng.standard_normal(n, dtype=np.float32), rng.standard_normal((m, n), dtype=np.float32)
+        empty = checks.empty_output
+        Y = checks.run_kernel(kernels["linear_forward"], *cfg.launch(m, n), X, W, b, empty((m, n)), 1)[3]
+        checks.check_close(Y, np.maximum(X @ W + b, 0), name="Y", rtol=1e-4, atol=1e-5)
+        WT = np.ascontiguousarray(W.T)
+        dA = checks.run_kernel(kernels["linear_backward_input"], *cfg.launch(m, k), dZ, WT, X, empty((m, k)))[
+            3
+        ]
+        checks.check_close(dA, (dZ @ W.T) * (X > 0), name="dA", rtol=1e-4, atol=1e-5)
+        got = checks.run_kernel(
+            kernels["linear_backward_weight"], *cfg.launch(k, n), X, dZ, empty((k, n)), empty(n)
+        )
+        checks.check_close(got[2], X.T @ dZ, name="dW", rtol=1e-4, atol=1e-5)
+        checks.check_close(got[3], dZ.sum(0), name="db", rtol=1e-4, atol=1e-5)
+
+
+def test_the_tuned_products_compile_to_128_bit_shared_loads_for_the_t4_and_the_h200():
+    """The real compiler (PTX for sm_75 and sm_90, then ptxas where found): no float64, no spills, and
+    every shared load of the hot loop 128 bits wide."""
+    code = """
+    import json, cudalearn
+    cudalearn.setup("compile", quiet=True)
+    from numba import cuda
+    from cudalearn import ptx, toolchain
+    from cudalearn.kernels import linear
+    ptx._pretend_device((9, 0))  # numba-cuda compiles device functions for the current GPU: none here
+    M, V = "float32[:, ::1]", "float32[::1]"
+    sigs = {"linear_forward": f"void({M}, {M}, {V}, {M}, int64)",
+            "linear_backward_input": f"void({M}, {M}, {M}, {M})",
+            "linear_backward_weight": f"void({M}, {M}, {M}, {V})"}
+    out = {}
+    for cc in [(7, 5), (9, 0)]:
+        for name, sig in sigs.items():
+            text, _ = cuda.compile_ptx(linear.blocked_vec(linear.VEC_TILES)[name].py_func, sig, cc=cc)
+            entry = {"f64": ".f64" in text}
+            if toolchain.find_tool("ptxas") and toolchain.find_tool("cuobjdump"):
+                rep = toolchain.compile_report(text, cc)
+                entry |= {"spill": rep["ptxas"]["spill_store_bytes"], "loop": rep["sass"]["loop"]}
+            out[f"{name}@sm_{cc[0]}{cc[1]}"] = entry
+    print(json.dumps(out))
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(rep) == 6
+    for key, got in rep.items():
+        assert not got["f64"], f"{key} computes in float64"
+        if "loop" in got:
+            assert got["spill"] == 0 and got["loop"]["LDS"] == got["loop"]["lds128"] > 0, (key, got)
 
 
 def test_prepared_steps_replay_their_launches_with_the_step_index_set_in_place(tiny):
@@ -259,11 +337,22 @@ def test_goal_lines_never_hide_a_miss():
     lines = shallow_net.goal_lines(training, 4000.0, 4300.0, source="H200")  # and >= 90% of the copy
     assert lines[0].startswith("MET") and "6.92x" in lines[0]
     assert lines[1].startswith("MET") and "(prepared)" in lines[1] and "0.67x" in lines[1], lines[1]
-    assert "3 repeats within 5% of their median" in lines[1]
+    assert "3 repeats of prepared within 3% of their median (<= 10% needed), PyTorch's within 5%" in lines[1]
     assert lines[2].startswith("MET") and lines[2].endswith("[H200]")
-    noisy = {"seconds": seconds, "spread": {**agree, "torch": 0.15}, "repeats": 3}
+    noisy = {"seconds": seconds, "spread": {**agree, "prepared": 0.15}, "repeats": 3}
     noisy = shallow_net.goal_lines(noisy, None, None)
-    assert noisy[1].startswith("MISSED") and "within 15%" in noisy[1], "repeats that disagree: no verdict"
+    assert noisy[1].startswith("MISSED") and "within 15%" in noisy[1], "our repeats disagree: no verdict"
+    # PyTorch's noise cannot help ours: judged against its fastest run (1.2 s here, median 1.5 s)
+    slow_host = {"seconds": seconds, "spread": {**agree, "torch": 0.27}, "repeats": 3}
+    slow_host["runs"] = {"torch": [1.6, 1.2, 1.5]}
+    slow_host = shallow_net.goal_lines(slow_host, None, None)[1]
+    assert (
+        slow_host.startswith("MISSED")
+        and "0.83x (1.00 s, median, vs 1.20 s, PyTorch's fastest run)" in slow_host
+    )
+    assert "PyTorch's within 27%" in slow_host, slow_host
+    tuned = {"seconds": {**seconds, "tuned": 0.6}, "spread": {**agree, "tuned": 0.01}, "repeats": 3}
+    assert "(tuned)" in shallow_net.goal_lines(tuned, None, None)[1], "the fastest network is judged"
     once = shallow_net.goal_lines({"seconds": seconds}, None, None)[1]
     assert once.startswith("MISSED") and "fewer than 3 repeats" in once, once
     two = shallow_net.goal_lines({"seconds": seconds, "spread": agree, "repeats": 2}, None, None)[1]

@@ -833,8 +833,8 @@ def reference_launches():
                 else (mat(13, 20), mat(20, 9), mat(9), mat(13, 9))
             ),
         )
-    for cfg in (linear.SIM_TILES, linear.GPU_TILES):
-        kernels = linear.blocked(cfg, 1)
+    vec = [(linear.blocked_vec(cfg), cfg) for cfg in (linear.VEC_SIM_TILES, linear.VEC_TILES)]
+    for kernels, cfg in [(linear.blocked(cfg, 1), cfg) for cfg in (linear.SIM_TILES, linear.GPU_TILES)] + vec:
         m, k, n = cfg.bm + 5, cfg.bk + 3, cfg.bn - 3
         yield (
             "linear_forward",

@@ -25,9 +25,15 @@ from cudalearn.datasets import DigitSet
 from cudalearn.sizes import size
 
 #: The networks `time_training` can time, by the names of its figures (classes of `cudalearn.nn.mlp`).
-IMPLEMENTATIONS = {"naive": "NaiveMLP", "fused": "FusedMLP", "prepared": "PreparedMLP", "torch": "TorchMLP"}
-#: Repeats of a timed training must agree within this share of their median for a verdict (issue 17),
-#: and there must be at least MIN_REPEATS of them.
+IMPLEMENTATIONS = {
+    "naive": "NaiveMLP",
+    "fused": "FusedMLP",
+    "prepared": "PreparedMLP",
+    "tuned": "TunedMLP",
+    "torch": "TorchMLP",
+}
+#: Repeats of the optimised network's timed training must agree within this share of their median for a
+#: verdict (issue 17), and there must be at least MIN_REPEATS of them.
 AGREEMENT = 0.10
 MIN_REPEATS = 3
 
@@ -316,8 +322,8 @@ def goal_lines(
     lines = []
     sec = (training or {}).get("seconds", {})
     spread = (training or {}).get("spread", {})
-    # Chapter 5's network at its fastest: with its launches prepared once when the run timed that way
-    best = "prepared" if "prepared" in sec else "fused"
+    # Chapter 5's network at its fastest: the tuned products, else the launches prepared once, if timed
+    best = next((name for name in ("tuned", "prepared") if name in sec), "fused")
     if {"naive", "fused"} <= sec.keys():
         r = sec["naive"] / sec["fused"]
         ok = r >= GOALS["fused_vs_naive"]
@@ -328,19 +334,25 @@ def goal_lines(
     else:
         lines.append("NO DATA optimised vs naive end to end: no GPU training times in this run")
     if {best, "torch"} <= sec.keys():
-        r = sec[best] / sec["torch"]
+        # Against PyTorch's fastest run, not its median: PyTorch's eager step is paced by the host CPU,
+        # whose other work only ever slows a run down (the reason `timeit` reports minimums), so its
+        # fastest run is the stable yardstick, and the one least flattering to ours.
+        torch_s = min((training or {}).get("runs", {}).get("torch") or [sec["torch"]])
+        r = sec[best] / torch_s
         repeats = (training or {}).get("repeats", 1)
         if {best, "torch"} <= spread.keys() and repeats >= MIN_REPEATS:
-            worst = max(spread[best], spread["torch"])
-            agree = worst <= AGREEMENT
-            how = f"{repeats} repeats within {worst:.0%} of their median (<= {AGREEMENT:.0%} needed)"
+            agree = spread[best] <= AGREEMENT
+            how = (
+                f"{repeats} repeats of {best} within {spread[best]:.0%} of their median (<= {AGREEMENT:.0%} "
+                f"needed), PyTorch's within {spread['torch']:.0%}"
+            )
         else:
             agree = False
             how = f"fewer than {MIN_REPEATS} repeats in this run, so they cannot show the ratio is stable"
         ok = r <= GOALS["fused_vs_torch"] and agree
         lines.append(
             f"{'MET   ' if ok else 'MISSED'} optimised ({best}) in <= {GOALS['fused_vs_torch']:g}x PyTorch's "
-            f"time: {r:.2f}x ({sec[best]:.2f} s vs {sec['torch']:.2f} s), {how}"
+            f"time: {r:.2f}x ({sec[best]:.2f} s, median, vs {torch_s:.2f} s, PyTorch's fastest run), {how}"
         )
     else:
         lines.append("NO DATA optimised vs PyTorch: no GPU training times in this run")

@@ -38,7 +38,7 @@ import functools
 from dataclasses import dataclass
 
 from cudalearn import launch as grids
-from cudalearn.numba_backend import cuda, float32, uint32
+from cudalearn.numba_backend import cuda, float32, int64, uint32
 
 _MM = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
 _WGRAD = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[::1])"
@@ -465,6 +465,194 @@ def make_blocked(cfg: Tiles, pad: int = 1):
 def blocked(cfg: Tiles = GPU_TILES, pad: int = 1):
     """The cached register-blocked kernels for one configuration, as a dict name -> kernel (Chapter 5)."""
     return make_blocked(cfg, pad)
+
+
+# The tuned network's products: Chapter 6's 128-bit shared reads in Chapter 5's kernels ------------
+
+#: Tiles of the tuned products (`make_blocked_vec`): 64 x 64 outputs, BK = 32, 4 x 4 outputs a thread.
+VEC_TILES = Tiles(bk=32)
+VEC_SIM_TILES = Tiles(bm=8, bn=8, bk=4, tm=4, tn=4, tt=8, tr=2)
+#: Results of at most SKINNY_COLS columns (the 10 logits, their weight gradient) use small tiles of one
+#: output a thread instead: a 64-column tile would leave most of a block idle, and few blocks to spread.
+#: Under the simulator the limit is 10, so that the tiny network's hidden layers take the main tiles.
+SKINNY_COLS, SKINNY_SIM_COLS = 32, 10
+SKINNY_TILES = Tiles(bm=16, bn=16, bk=64, tm=1, tn=1)
+SKINNY_SIM_TILES = Tiles(bm=8, bn=4, bk=8, tm=1, tn=1, tt=8, tr=2)
+
+
+def make_blocked_vec(cfg: Tiles):
+    """make_blocked's three products for `cfg`, each thread's outputs in groups of four (Chapter 5).
+
+    Thread (tx, ty) owns rows `regblock.vec_offset(i, 4 ty, TY)` and columns `vec_offset(j, 4 tx, TX)`
+    of the block's tile: Chapter 6's layout, so each step along k reads its TM + TN values with
+    (TM + TN) / 4 128-bit shared loads. The A tile is kept transposed (sAt[k, r], rows of BM + 4), and
+    the tile's BK steps are written out (`regblock.make_tile_steps`). In the weight gradient the X
+    tile needs no transposing at all: sAt[k, r] = X[s0 + k, row0 + r]. Same arguments, launches
+    (`cfg.launch`) and results as `make_blocked`'s kernels; `sgd_transpose` is `blocked(cfg)`'s.
+    """
+    from cudalearn.kernels.regblock import VEC, make_tile_steps, vec_offset
+
+    TX, TY = cfg.threads
+    NT = TX * TY
+    BM, BN, BK, TM, TN = cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn
+    if TM % VEC or TN % VEC or BM * BK % NT or BK * BN % NT:
+        raise ValueError(f"{cfg}: tm and tn must be multiples of {VEC}, and the tiles must split evenly")
+    A_LOADS, B_LOADS = BM * BK // NT, BK * BN // NT
+    WIDTH = BM + VEC
+    steps = make_tile_steps(BK, TM, TN, TX, TY)
+    steps_db = make_tile_steps(BK, TM, TN, TX, TY, colsum=True)
+
+    @cuda.jit(device=True, inline="always")
+    def load_a_transposed(X, sAt, row0, k0, t, m, K):
+        """sAt[c, r] = X[row0 + r, k0 + c], zeros outside X: the A tile of forward and backward_input."""
+        for p in range(A_LOADS):
+            e = t + p * NT
+            r, c = e // BK, e % BK
+            v = float32(0.0)
+            if row0 + r < m and k0 + c < K:
+                v = X[row0 + r, k0 + c]
+            sAt[c, r] = v
+
+    @cuda.jit(device=True, inline="always")
+    def load_b(W, sB, k0, col0, t, K, n):
+        """sB[r, c] = W[k0 + r, col0 + c], zeros outside W."""
+        for p in range(B_LOADS):
+            e = t + p * NT
+            r, c = e // BN, e % BN
+            v = float32(0.0)
+            if k0 + r < K and col0 + c < n:
+                v = W[k0 + r, col0 + c]
+            sB[r, c] = v
+
+    @cuda.jit
+    def linear_forward_vec(X, W, b, Y, relu):
+        """Y = X @ W + b, then ReLU if relu != 0, as linear_forward; 128-bit shared reads."""
+        sAt = cuda.shared.array((BK, WIDTH), float32)
+        sB = cuda.shared.array((BK, BN), float32)
+        acc = cuda.local.array((TM, TN), float32)
+        a = cuda.local.array(TM, float32)
+        w = cuda.local.array(TN, float32)
+        tx, ty = int64(uint32(cuda.threadIdx.x)), int64(uint32(cuda.threadIdx.y))
+        t = ty * TX + tx
+        row0 = int64(uint32(cuda.blockIdx.y)) * BM
+        col0 = int64(uint32(cuda.blockIdx.x)) * BN
+        m, K, n = X.shape[0], X.shape[1], W.shape[1]
+        c0, r0 = tx * VEC, ty * VEC
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+        for k0 in range(0, K, BK):
+            load_a_transposed(X, sAt, row0, k0, t, m, K)
+            load_b(W, sB, k0, col0, t, K, n)
+            cuda.syncthreads()
+            steps(sAt, sB, uint32(0), c0, r0, a, w, acc)
+            cuda.syncthreads()
+        for i in range(TM):
+            r = row0 + vec_offset(i, r0, TY)
+            for j in range(TN):
+                c = col0 + vec_offset(j, c0, TX)
+                if r < m and c < n:
+                    v = acc[i, j] + b[c]
+                    if relu != 0 and v < float32(0.0):
+                        v = float32(0.0)
+                    Y[r, c] = v
+
+    @cuda.jit
+    def linear_backward_input_vec(dZ, WT, A, dA):
+        """dA = (dZ @ WT) * (A > 0), as linear_backward_input; 128-bit shared reads."""
+        sAt = cuda.shared.array((BK, WIDTH), float32)
+        sB = cuda.shared.array((BK, BN), float32)
+        acc = cuda.local.array((TM, TN), float32)
+        a = cuda.local.array(TM, float32)
+        w = cuda.local.array(TN, float32)
+        tx, ty = int64(uint32(cuda.threadIdx.x)), int64(uint32(cuda.threadIdx.y))
+        t = ty * TX + tx
+        row0 = int64(uint32(cuda.blockIdx.y)) * BM
+        col0 = int64(uint32(cuda.blockIdx.x)) * BN
+        m, K, n = dZ.shape[0], dZ.shape[1], WT.shape[1]
+        c0, r0 = tx * VEC, ty * VEC
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+        for k0 in range(0, K, BK):
+            load_a_transposed(dZ, sAt, row0, k0, t, m, K)
+            load_b(WT, sB, k0, col0, t, K, n)
+            cuda.syncthreads()
+            steps(sAt, sB, uint32(0), c0, r0, a, w, acc)
+            cuda.syncthreads()
+        for i in range(TM):
+            r = row0 + vec_offset(i, r0, TY)
+            for j in range(TN):
+                c = col0 + vec_offset(j, c0, TX)
+                if r < m and c < n:
+                    dA[r, c] = acc[i, j] if A[r, c] > float32(0.0) else float32(0.0)
+
+    @cuda.jit
+    def linear_backward_weight_vec(X, dZ, dW, db):
+        """dW = X.T @ dZ and db = dZ's column sums, as linear_backward_weight; 128-bit shared reads."""
+        sAt = cuda.shared.array((BK, WIDTH), float32)
+        sB = cuda.shared.array((BK, BN), float32)
+        acc = cuda.local.array((TM, TN), float32)
+        a = cuda.local.array(TM, float32)
+        w = cuda.local.array(TN, float32)
+        dbacc = cuda.local.array(TN, float32)
+        tx, ty = int64(uint32(cuda.threadIdx.x)), int64(uint32(cuda.threadIdx.y))
+        t = ty * TX + tx
+        row0 = int64(uint32(cuda.blockIdx.y)) * BM  # rows of dW: input features
+        col0 = int64(uint32(cuda.blockIdx.x)) * BN  # columns of dW: output features
+        batch, k_in, n = X.shape[0], X.shape[1], dZ.shape[1]
+        c0, r0 = tx * VEC, ty * VEC
+        sums = cuda.blockIdx.y == 0 and ty == 0  # these threads also sum dZ's columns
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+        for j in range(TN):
+            dbacc[j] = float32(0.0)
+        for s0 in range(0, batch, BK):  # the sum runs over the batch
+            for p in range(A_LOADS):  # X[s0 + k, row0 + r] is already the transposed tile: sAt[k, r]
+                e = t + p * NT
+                k, r = e // BM, e % BM
+                v = float32(0.0)
+                if s0 + k < batch and row0 + r < k_in:
+                    v = X[s0 + k, row0 + r]
+                sAt[k, r] = v
+            load_b(dZ, sB, s0, col0, t, batch, n)
+            cuda.syncthreads()
+            steps_db(sAt, sB, uint32(0), c0, r0, a, w, acc, sums, dbacc)
+            cuda.syncthreads()
+        for i in range(TM):
+            r = row0 + vec_offset(i, r0, TY)
+            for j in range(TN):
+                c = col0 + vec_offset(j, c0, TX)
+                if r < k_in and c < n:
+                    dW[r, c] = acc[i, j]
+        if sums:
+            for j in range(TN):
+                c = col0 + vec_offset(j, c0, TX)
+                if c < n:
+                    db[c] = dbacc[j]
+
+    return {
+        "linear_forward": linear_forward_vec,
+        "linear_backward_input": linear_backward_input_vec,
+        "linear_backward_weight": linear_backward_weight_vec,
+        "sgd_transpose": blocked(cfg)["sgd_transpose"],
+    }
+
+
+@functools.cache
+def blocked_vec(cfg: Tiles = VEC_TILES):
+    """The cached kernels of `make_blocked_vec(cfg)`, a dict name -> kernel (Chapter 5)."""
+    return make_blocked_vec(cfg)
+
+
+def tuned_tiles_for_mode(mode: str | None = None) -> tuple[Tiles, Tiles, int]:
+    """(VEC_TILES, SKINNY_TILES, SKINNY_COLS) on a GPU, their simulator values under the simulator (Ch. 5)."""
+    from cudalearn.device import mode as _mode
+
+    if (mode or _mode()) == "sim":
+        return VEC_SIM_TILES, SKINNY_SIM_TILES, SKINNY_SIM_COLS
+    return VEC_TILES, SKINNY_TILES, SKINNY_COLS
 
 
 def tiles_for_mode(mode: str | None = None) -> Tiles:

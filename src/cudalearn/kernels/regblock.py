@@ -532,20 +532,33 @@ def _inlined(fn):
     return cuda.jit(device=True)(fn) if SIMULATOR else cuda.jit(device=True, forceinline=True)(fn)
 
 
-def make_tile_steps(BK, TM, TN, RX, RY):
+def make_tile_steps(BK, TM, TN, RX, RY, colsum=False):
     """steps(sAt, sB, q, c0, r0, a, b, acc): the BK steps along k of the tile whose rows start at q (Ch. 6).
 
     Each step is `make_outer_product`'s, called BK times in straight-line code. Numba unrolls a loop
     over k only by two, and its own inliner (`inline="always"`) takes minutes on sixteen calls, so
     the step is compiled as a device function LLVM inlines (`forceinline`) and the text of `steps` is
-    generated here, with its lines in `linecache` for tracebacks and the tracer.
+    generated here, with its lines in `linecache` for tracebacks and the tracer. With `colsum`
+    (Chapter 5's weight gradient, whose bias gradient sums B's rows) `steps` takes two more
+    arguments, (sums, dbacc), and adds each step's b into dbacc where `sums` is true.
     """
-    source = "def steps(sAt, sB, q, c0, r0, a, b, acc):\n" + "".join(
-        f"    step(sAt, sB, q + {k}, c0, r0, a, b, acc)\n" for k in range(BK)
+    head = "def steps(sAt, sB, q, c0, r0, a, b, acc" + (", sums, dbacc):\n" if colsum else "):\n")
+    body = "    step(sAt, sB, q + {k}, c0, r0, a, b, acc)\n"
+    if colsum:
+        body += "    if sums:\n        add_cols(b, dbacc)\n"
+    source = head + "".join(body.format(k=k) for k in range(BK))
+    kind = ", colsum" if colsum else ""
+    filename = (
+        f"<cudalearn.kernels.regblock: the {BK} steps of a tile, TM={TM} TN={TN} RX={RX} RY={RY}{kind}>"
     )
-    filename = f"<cudalearn.kernels.regblock: the {BK} steps of a tile, TM={TM} TN={TN} RX={RX} RY={RY}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    names = {"step": _inlined(make_outer_product(TM, TN, RX, RY).py_func)}
+
+    def add_cols(b, dbacc):
+        """dbacc += b: a step's row of B summed into the bias gradient."""
+        for j in range(TN):
+            dbacc[j] += b[j]
+
+    names = {"step": _inlined(make_outer_product(TM, TN, RX, RY).py_func), "add_cols": _inlined(add_cols)}
     exec(compile(source, filename, "exec"), names)
     return _inlined(names["steps"])
 

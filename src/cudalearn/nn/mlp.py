@@ -246,14 +246,14 @@ class FusedMLP(_NumbaMLP):
             A = self.A[layer] if m == self.batch else self.A[layer][:m]  # a slice costs host time
             relu = int(layer < self.layers - 1)
             out.append(
-                (
-                    self.k["linear_forward"],
-                    self.tiles.launch(*A.shape),
-                    (A_prev, self.W[layer], self.b[layer], A, relu),
-                )
+                (*self.product("linear_forward", A.shape), (A_prev, self.W[layer], self.b[layer], A, relu))
             )
             A_prev = A
         return out
+
+    def product(self, name: str, shape) -> tuple:
+        """(kernel, (grid, block)) of the product `name` whose result has `shape` (TunedMLP overrides)."""
+        return self.k[name], self.tiles.launch(*shape)
 
     def forward(self, X):
         """Logits of X (m, d), m <= batch: one fused kernel per layer (matmul, bias, ReLU)."""
@@ -282,8 +282,7 @@ class FusedMLP(_NumbaMLP):
             # dW = A_prev.T @ dZ and db = sum of dZ's rows, in one launch
             out.append(
                 (
-                    k["linear_backward_weight"],
-                    tiles.launch(*W.shape),
+                    *self.product("linear_backward_weight", W.shape),
                     (A_prev, dZ, self.dW[layer], self.db[layer]),
                 )
             )
@@ -292,8 +291,7 @@ class FusedMLP(_NumbaMLP):
                 dZ_prev = self.dZ[layer - 1]
                 out.append(
                     (
-                        k["linear_backward_input"],
-                        tiles.launch(*dZ_prev.shape),
+                        *self.product("linear_backward_input", dZ_prev.shape),
                         (dZ, self.WT[layer], A_prev, dZ_prev),
                     )
                 )
@@ -359,6 +357,32 @@ class PreparedMLP(FusedMLP):
         loss.set_scalar(self.LOSS_STEP_ARG, s)
         for prepared in plan:
             prepared()
+
+
+class TunedMLP(PreparedMLP):
+    """PreparedMLP with Chapter 6's shared-memory reads in its products (Chapter 5, section 14).
+
+    The three products are `linear.make_blocked_vec`'s: each thread's 4 x 4 outputs in groups of four,
+    so a step along k reads them with 128-bit shared loads, and a tile's 32 steps written out. A product
+    whose result has at most `linear.SKINNY_COLS` columns (the 10 logits and their weight gradient)
+    runs the package's kernels on small tiles of one output a thread instead (`linear.SKINNY_TILES`).
+    Same arguments, launches and results as FusedMLP; the SGD kernel is FusedMLP's. `tiles`:
+    (main, skinny, skinny_cols), `linear.tuned_tiles_for_mode()` by default.
+    """
+
+    name = "tuned"
+
+    def __init__(self, params, batch: int, lr: float, tiles: tuple | None = None):
+        main, skinny, self.skinny_cols = tiles or linear.tuned_tiles_for_mode()
+        super().__init__(params, batch, lr, main)
+        self.k = linear.blocked_vec(main)
+        self.skinny_tiles, self.skinny = skinny, linear.blocked(skinny)
+
+    def product(self, name: str, shape) -> tuple:
+        """The 128-bit-read kernel, or the small-tile one for a result of at most skinny_cols columns."""
+        if shape[1] <= self.skinny_cols:
+            return self.skinny[name], self.skinny_tiles.launch(*shape)
+        return self.k[name], self.tiles.launch(*shape)
 
 
 def torch_model(params):
