@@ -42,6 +42,9 @@ def test_the_async_step_wraps_its_ring_and_mixes_copied_and_guarded_tiles():
         dC = cuda.to_device(checks.empty_output((m, n)))
         regblock.launcher(name, kernel, tiles, cuda.to_device(A), cuda.to_device(B), dC)()
         checks.check_close(dC.copy_to_host(), A @ B, name=f"C {m, k, n}", rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    fortran = cuda.to_device(np.asfortranarray(B))  # flat offsets of C-ordered rows would copy wrong elements
+    with pytest.raises(ValueError, match="B must be C-contiguous"):
+        regblock.launcher(name, kernel, tiles, cuda.to_device(A), fortran, dC)
 
 
 def test_tile_rules_are_enforced_and_configs_chosen_by_compute_capability():

@@ -18,8 +18,9 @@ Numba has no function for these instructions, so this module makes three, with n
 * `make_wait(n)`: a device function that runs `cp.async.wait_group n`.
 
 Under the simulator they are plain Python device functions: `copy16` copies at once, the other two
-do nothing, so a kernel that uses them computes the same result there (and the tracer checks its
-barriers, since its copies land where and when the program says). `unavailable(cc)` says why they
+do nothing, so a kernel that uses them computes the same result there, and the tracer checks its
+barriers against the shared stores the copies make. A copy that lands at once cannot show a missing
+or too short wait: only a GPU can, and not on every run. `unavailable(cc)` says why they
 cannot be used on a GPU: below sm_80 (a T4 is sm_75) ptxas rejects `cp.async`, and numba-cuda-mlir
 compiles through MLIR, which takes none of numba-cuda's llvmlite intrinsics.
 """
@@ -89,7 +90,10 @@ elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
     @intrinsic
     def copy16(typingctx, dst, doff, src, soff):
         """cp.async of 16 bytes: dst.flat[doff:doff + 4] (shared) <- src.flat[soff:soff + 4] (global)."""
-        arrays = all(isinstance(a, types.Array) and a.dtype == types.float32 for a in (dst, src))
+        # flat offsets address C-ordered rows: any other layout would copy the wrong elements
+        arrays = all(
+            isinstance(a, types.Array) and a.dtype == types.float32 and a.layout == "C" for a in (dst, src)
+        )
         if not (arrays and isinstance(doff, types.Integer) and isinstance(soff, types.Integer)):
             return None
         sig = types.void(dst, doff, src, soff)

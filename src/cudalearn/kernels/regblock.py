@@ -566,7 +566,7 @@ def make_tile_steps(BK, TM, TN, RX, RY, colsum=False):
 def make_regblock_2d_async(BM, BN, BK, TM, TN, stages=3, regs=MAX_REGISTERS):
     """C = AT.T @ B with the tiles copied by cp.async into a ring of `stages` shared buffers (Chapter 6).
 
-    AT is A transposed, (K, M): `matmul_async` transposes A first with Chapter 4's padded transpose,
+    AT is A transposed, (K, M): `launcher` transposes A first with Chapter 4's padded transpose,
     so that A's tile, like B's, is copied 16 bytes at a time into rows that need no transposition.
     While tile s is multiplied, tiles s + 1 ... s + stages - 1 are on their way straight into shared
     memory (`async_copy`): no registers hold them and no thread waits for them until it needs them.
@@ -594,6 +594,7 @@ def make_regblock_2d_async(BM, BN, BK, TM, TN, stages=3, regs=MAX_REGISTERS):
     steps = make_tile_steps(BK, TM, TN, RX, RY)
     store_block = make_store_block(TM, TN, RX, RY)
     copy16, commit, wait = async_copy.copy16, async_copy.commit, async_copy.make_wait(stages - 2)
+    ALIGN = None if SIMULATOR else 16  # the simulator's shared arrays take no alignment
     STAGES = stages
 
     @cuda.jit(device=True, inline="always")
@@ -623,8 +624,8 @@ def make_regblock_2d_async(BM, BN, BK, TM, TN, stages=3, regs=MAX_REGISTERS):
 
     def regblock_2d_async(AT, B, C):
         """C = AT.T @ B: tiles copied by cp.async `STAGES - 1` tiles ahead, one barrier a tile; float32."""
-        sAt = cuda.shared.array((ROWS, BM), float32)
-        sB = cuda.shared.array((ROWS, BN), float32)
+        sAt = cuda.shared.array((ROWS, BM), float32, alignment=ALIGN)  # 16-byte copies need 16-byte
+        sB = cuda.shared.array((ROWS, BN), float32, alignment=ALIGN)  # aligned destinations
         acc = cuda.local.array((TM, TN), float32)
         a = cuda.local.array(TM, float32)
         b = cuda.local.array(TN, float32)
@@ -727,6 +728,10 @@ def launcher(name, kernel, cfg, A, B, C):
     if name != ASYNC:
         return lambda: kernel[grid, threads](A, B, C)
     from cudalearn.kernels import transpose
+
+    for label, arr in (("A", A), ("B", B), ("C", C)):  # cp.async copies by flat offsets of C-ordered rows
+        if not arr.is_c_contiguous():
+            raise ValueError(f"{name}: {label} must be C-contiguous (np.ascontiguousarray before to_device)")
 
     AT = cuda.device_array((A.shape[1], A.shape[0]), dtype=A.dtype)
     t_grid, t_block = transpose.launch_config(A.shape[0], A.shape[1], 32)
