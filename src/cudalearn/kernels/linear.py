@@ -524,6 +524,20 @@ def make_blocked_vec(cfg: Tiles):
                 v = W[k0 + r, col0 + c]
             sB[r, c] = v
 
+    @cuda.jit(device=True, inline="always")
+    def tile_product(X, W, sAt, sB, a, w, acc, row0, col0, t, c0, r0):
+        """acc = this thread's outputs of X[row0:row0 + BM] @ W[:, col0:col0 + BN] (Ch. 5)."""
+        m, K, n = X.shape[0], X.shape[1], W.shape[1]
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+        for k0 in range(0, K, BK):
+            load_a_transposed(X, sAt, row0, k0, t, m, K)
+            load_b(W, sB, k0, col0, t, K, n)
+            cuda.syncthreads()
+            steps(sAt, sB, uint32(0), c0, r0, a, w, acc)
+            cuda.syncthreads()
+
     @cuda.jit
     def linear_forward_vec(X, W, b, Y, relu):
         """Y = X @ W + b, then ReLU if relu != 0, as linear_forward; 128-bit shared reads."""
@@ -536,17 +550,9 @@ def make_blocked_vec(cfg: Tiles):
         t = ty * TX + tx
         row0 = int64(uint32(cuda.blockIdx.y)) * BM
         col0 = int64(uint32(cuda.blockIdx.x)) * BN
-        m, K, n = X.shape[0], X.shape[1], W.shape[1]
+        m, n = X.shape[0], W.shape[1]
         c0, r0 = tx * VEC, ty * VEC
-        for i in range(TM):
-            for j in range(TN):
-                acc[i, j] = float32(0.0)
-        for k0 in range(0, K, BK):
-            load_a_transposed(X, sAt, row0, k0, t, m, K)
-            load_b(W, sB, k0, col0, t, K, n)
-            cuda.syncthreads()
-            steps(sAt, sB, uint32(0), c0, r0, a, w, acc)
-            cuda.syncthreads()
+        tile_product(X, W, sAt, sB, a, w, acc, row0, col0, t, c0, r0)
         for i in range(TM):
             r = row0 + vec_offset(i, r0, TY)
             for j in range(TN):
@@ -569,17 +575,9 @@ def make_blocked_vec(cfg: Tiles):
         t = ty * TX + tx
         row0 = int64(uint32(cuda.blockIdx.y)) * BM
         col0 = int64(uint32(cuda.blockIdx.x)) * BN
-        m, K, n = dZ.shape[0], dZ.shape[1], WT.shape[1]
+        m, n = dZ.shape[0], WT.shape[1]
         c0, r0 = tx * VEC, ty * VEC
-        for i in range(TM):
-            for j in range(TN):
-                acc[i, j] = float32(0.0)
-        for k0 in range(0, K, BK):
-            load_a_transposed(dZ, sAt, row0, k0, t, m, K)
-            load_b(WT, sB, k0, col0, t, K, n)
-            cuda.syncthreads()
-            steps(sAt, sB, uint32(0), c0, r0, a, w, acc)
-            cuda.syncthreads()
+        tile_product(dZ, WT, sAt, sB, a, w, acc, row0, col0, t, c0, r0)
         for i in range(TM):
             r = row0 + vec_offset(i, r0, TY)
             for j in range(TN):
