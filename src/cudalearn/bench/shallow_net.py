@@ -1,7 +1,7 @@
 """What Chapter 5 measures on its shallow network: training runs, kernel candidates, the goals (Chapter 5).
 
-- `time_training` times whole trainings of the naive, fused and PyTorch
-  networks (`cudalearn.nn.mlp`) from the same weights on the same batches;
+- `time_training` times whole trainings of the naive, fused, prepared, tuned
+  and PyTorch networks (`cudalearn.nn.mlp`) from the same weights on the same batches;
   `training_lines` prints them as a table.
 - `time_batch_sizes` and `time_step_host` time single steps: against the
   batch size, and where a step's host time goes; `sweep_lines` prints the
@@ -322,8 +322,8 @@ def goal_lines(
     lines = []
     sec = (training or {}).get("seconds", {})
     spread = (training or {}).get("spread", {})
-    # Chapter 5's network at its fastest: the tuned products, else the launches prepared once, if timed
-    best = next((name for name in ("tuned", "prepared") if name in sec), "fused")
+    # Chapter 5's network at its fastest: the quickest of the optimised networks this run timed
+    best = min((name for name in ("tuned", "prepared", "fused") if name in sec), key=sec.get, default="fused")
     if {"naive", "fused"} <= sec.keys():
         r = sec["naive"] / sec["fused"]
         ok = r >= GOALS["fused_vs_naive"]
@@ -344,7 +344,7 @@ def goal_lines(
             agree = spread[best] <= AGREEMENT
             how = (
                 f"{repeats} repeats of {best} within {spread[best]:.0%} of their median (<= {AGREEMENT:.0%} "
-                f"needed), PyTorch's within {spread['torch']:.0%}"
+                f"needed), PyTorch's spread {spread['torch']:.1%} (not required)"
             )
         else:
             agree = False

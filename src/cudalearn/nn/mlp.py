@@ -1,4 +1,4 @@
-"""The shallow network of Chapter 5, trained from scratch with Numba CUDA kernels: naive and fused.
+"""The shallow network of Chapter 5, trained from scratch with Numba CUDA kernels: naive, fused, tuned.
 
 A multilayer perceptron with layer sizes (d, h1, ..., c): hidden layers
 Z = A_prev @ W + b, A = relu(Z); the last layer gives the logits; the loss
@@ -6,7 +6,7 @@ is the softmax cross-entropy averaged over the batch; training is plain
 mini-batch SGD. Weights W are (inputs, outputs), biases (outputs,), all
 float32, in the layout of `init_params`.
 
-Four implementations of exactly that math, with the same interface
+Five implementations of exactly that math, with the same interface
 (`step`, `logits`, `params`), so one training loop (`train`) drives them:
 
 * `NaiveMLP`: one thread per output, global memory only, one kernel per
@@ -17,6 +17,8 @@ Four implementations of exactly that math, with the same interface
   a fused SGD kernel;
 * `PreparedMLP`: `FusedMLP`'s kernels and step, each launch's host work
   done once and replayed (`launch.prepared`);
+* `TunedMLP`: `PreparedMLP` with faster products: 128-bit shared reads
+  (`linear.make_blocked_vec`) and small tiles for the 10-logit layer;
 * `TorchMLP`: the same network in PyTorch (FP32, TF32 off), the reference.
 
 Each network's data lives on the device in its `data_class`
@@ -366,7 +368,8 @@ class TunedMLP(PreparedMLP):
     so a step along k reads them with 128-bit shared loads, and a tile's 32 steps written out. A product
     whose result has at most `linear.SKINNY_COLS` columns (the 10 logits and their weight gradient)
     runs the package's kernels on small tiles of one output a thread instead (`linear.SKINNY_TILES`).
-    Same arguments, launches and results as FusedMLP; the SGD kernel is FusedMLP's. `tiles`:
+    The same arguments, number of launches a step and results as FusedMLP (other kernels and grids for
+    the products); the SGD kernel is FusedMLP's. `tiles`:
     (main, skinny, skinny_cols), `linear.tuned_tiles_for_mode()` by default.
     """
 
