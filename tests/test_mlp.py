@@ -171,6 +171,26 @@ def test_the_tuned_network_takes_128_bit_kernels_and_small_tiles_for_the_logits(
         checks.check_close(got[3], dZ.sum(0), name="db", rtol=1e-4, atol=1e-5)
 
 
+def test_the_tuned_products_store_their_transposed_tile_without_bank_conflicts():
+    """The tracer at the GPU tiles: a warp's stores into sAt hit 32 banks (8 k of 4 rows, rows of BM + 4);
+    storing 32 k of one row, as make_blocked's layout would, gives the 4-way conflict it avoids."""
+    from cudalearn.trace import trace
+
+    cfg, rng = linear.VEC_TILES, np.random.default_rng(7)
+    m, k, n = cfg.bm, 2 * cfg.bk, cfg.bn
+    X, W = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    out = np.zeros((m, n), np.float32)
+    rep = trace(
+        linear.blocked_vec(cfg)["linear_forward"], *cfg.launch(m, n), X, W, np.zeros(n, np.float32), out, 1
+    )
+    checks.check_close(rep.outputs[3], np.maximum(X @ W, 0), name="traced Y", rtol=1e-4, atol=1e-4)
+    store = next(s for s in rep.by_line.values() if "sAt[c, r] = v" in s.source)
+    assert store.shared_requests > 0 and store.bank_conflicts == 0, (
+        store.shared_requests,
+        store.bank_conflicts,
+    )
+
+
 def test_the_tuned_products_compile_to_128_bit_shared_loads_for_the_t4_and_the_h200():
     """The real compiler (PTX for sm_75 and sm_90, then ptxas where found): no float64, no spills, and
     every shared load of the hot loop 128 bits wide."""

@@ -498,7 +498,12 @@ def make_blocked_vec(cfg: Tiles):
     if TM % VEC or TN % VEC or BM * BK % NT or BK * BN % NT:
         raise ValueError(f"{cfg}: tm and tn must be multiples of {VEC}, and the tiles must split evenly")
     A_LOADS, B_LOADS = BM * BK // NT, BK * BN // NT
-    WIDTH = BM + VEC
+    WIDTH = BM + VEC  # rows of sAt start on 16-byte boundaries, for the 128-bit reads
+    # A warp stores its part of the transposed A tile as G neighbouring k of 32 / G rows: with rows of
+    # BM + 4 floats, k = 0..7 of rows r..r+3 fall in 32 different banks (k of one row, as in
+    # make_blocked, would share 8 banks: a 4-way conflict), and each row's G floats of X are one
+    # 32-byte sector.
+    G = 8 if BK % 8 == 0 else BK
     steps = make_tile_steps(BK, TM, TN, TX, TY)
     steps_db = make_tile_steps(BK, TM, TN, TX, TY, colsum=True)
 
@@ -507,7 +512,7 @@ def make_blocked_vec(cfg: Tiles):
         """sAt[c, r] = X[row0 + r, k0 + c], zeros outside X: the A tile of forward and backward_input."""
         for p in range(A_LOADS):
             e = t + p * NT
-            r, c = e // BK, e % BK
+            r, c = (e // G) % BM, (e // (G * BM)) * G + e % G
             v = float32(0.0)
             if row0 + r < m and k0 + c < K:
                 v = X[row0 + r, k0 + c]
