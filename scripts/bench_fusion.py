@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 
-from cudalearn.bench import shallow_net
+from cudalearn.chapters.ch05.bench import shallow_net
 
 if __name__ == "__main__":
     sys.exit(shallow_net.main())

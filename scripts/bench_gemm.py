@@ -4,7 +4,7 @@
     CUDALEARN_MODE=gpu python3 scripts/bench_gemm.py      # N = 4096 on a GPU (plus Nsight Compute if found)
     python3 scripts/bench_gemm.py                         # a smoke test under the simulator (N = 32)
 
-The command line of `cudalearn.bench.gemm.main`, where the candidates, the goal and the profile live.
+The command line of `cudalearn.chapters.ch06.bench.main`, where the candidates, the goal and the profile live.
 """
 
 import sys
@@ -15,7 +15,7 @@ try:
 except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from cudalearn.bench.gemm import main  # noqa: E402
+from cudalearn.chapters.ch06.bench import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

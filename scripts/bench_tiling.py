@@ -4,7 +4,7 @@
     CUDALEARN_MODE=gpu python3 scripts/bench_tiling.py      # N = 1024, 2048, 4096 on a GPU
     python3 scripts/bench_tiling.py --sizes 32              # a smoke test; the simulator is fine
 
-The command line of `cudalearn.bench.tiling.main`, where the candidates and the goals live.
+The command line of `cudalearn.chapters.ch03.bench.main`, where the candidates and the goals live.
 """
 
 import sys
@@ -15,7 +15,7 @@ try:
 except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from cudalearn.bench.tiling import main  # noqa: E402
+from cudalearn.chapters.ch03.bench import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

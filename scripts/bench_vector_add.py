@@ -3,7 +3,7 @@
 
     CUDALEARN_MODE=gpu python3 scripts/bench_vector_add.py
 
-The command line of `cudalearn.bench.vector_add.main`, where the candidates and the goal live. Under the
+The command line of `cudalearn.chapters.ch02.bench.main`, where the candidates and the goal live. Under the
 simulator it times nothing: each candidate runs once at the simulator's sizes and the stored figures show.
 """
 
@@ -15,7 +15,7 @@ try:
 except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from cudalearn.bench.vector_add import main  # noqa: E402
+from cudalearn.chapters.ch02.bench import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,7 +2,7 @@
 
 numba-cuda-mlir (NVIDIA's successor of numba-cuda, import name `numba_cuda_mlir`) does not provide
 `numba.cuda`: its `cuda` module is `numba_cuda_mlir.cuda`, and it never imports numba. The course's
-kernel modules take `cuda` and numba's scalar types from `cudalearn.numba_backend`, which gives
+kernel modules take `cuda` and numba's scalar types from `cudalearn.runtime.numba_backend`, which gives
 numba-cuda-mlir's in gpu mode when it is installed. This script forces that choice
 (`CUDALEARN_NUMBA=numba-cuda-mlir`, in the 'compile' mode: no GPU needed) and compiles the course as
 it is. Each kernel is compiled by the package its own `cuda` comes from (`numba_backend.cuda_of`):
@@ -15,7 +15,7 @@ scalar types too. A second section, `shim`, also gave the modules that imported 
 stand-in `numba` from numba-cuda-mlir; once every module took its names from the bridge it compiled
 exactly what the course does and repeated its table, so it is gone.)
 
-Each kernel module found by `cudalearn.kernels.kernel_modules()` is compiled in a child process (a
+Each kernel module found by `cudalearn.chapters.kernel_modules()` is compiled in a child process (a
 crash of the compiler costs one module, not the run), every kernel of its `SIGNATURES` with
 `cuda.compile_ptx(kernel.py_func, sig, cc=cc)`, as `tests/test_kernels.py` does with numba-cuda.
 numba-cuda-mlir 0.6.0's compile_ptx asks the CUDA driver for the current GPU's capability even when
@@ -63,9 +63,9 @@ def _version(dist):
 
 
 def install_bridge():
-    """Force cudalearn.numba_backend to numba-cuda-mlir, in compile mode."""
-    from cudalearn.device import MODE_ENV
-    from cudalearn.numba_backend import ENV, NUMBA_CUDA_MLIR
+    """Force cudalearn.runtime.numba_backend to numba-cuda-mlir, in compile mode."""
+    from cudalearn.runtime.device import MODE_ENV
+    from cudalearn.runtime.numba_backend import ENV, NUMBA_CUDA_MLIR
 
     os.environ[MODE_ENV], os.environ[ENV] = "compile", NUMBA_CUDA_MLIR
     import cudalearn
@@ -96,7 +96,7 @@ def _gpu_present():
 
 def _ptxas(ptx, cc):
     """None when ptxas assembles `ptx` for sm_<cc> (or no ptxas is found: 'skipped'); else its error."""
-    from cudalearn.toolchain import find_tool
+    from cudalearn.compile.toolchain import find_tool
 
     ptxas = find_tool("ptxas")
     if not ptxas:
@@ -155,7 +155,7 @@ def worker(module):
 
 def _compiler(kernel):
     """'numba-cuda-mlir' or 'numba-cuda': the package whose `cuda` compiled `kernel`."""
-    from cudalearn import numba_backend
+    from cudalearn.runtime import numba_backend
 
     name = numba_backend.cuda_of(kernel).__name__
     return numba_backend.NUMBA_CUDA_MLIR if name.startswith("numba_cuda_mlir") else numba_backend.NUMBA_CUDA
@@ -163,7 +163,7 @@ def _compiler(kernel):
 
 def _compile(mod, name, sig, cc):
     """The PTX of kernel `name` of `mod` for sm_<cc>, by the compile_ptx of the kernel's own package."""
-    from cudalearn import numba_backend
+    from cudalearn.runtime import numba_backend
 
     kernel = getattr(mod, name)
     cuda = numba_backend.cuda_of(kernel)
@@ -192,11 +192,11 @@ def run_all(modules, timeout):
 
 
 #: The report's one section: what it compiled.
-COMPILED = "the course's kernels as they are, `cudalearn.numba_backend` forced to numba-cuda-mlir"
+COMPILED = "the course's kernels as they are, `cudalearn.runtime.numba_backend` forced to numba-cuda-mlir"
 
 
 def direct_importers(modules):
-    """The kernel modules that import `numba` themselves, not through cudalearn.numba_backend."""
+    """The kernel modules that import `numba` themselves, not through cudalearn.runtime.numba_backend."""
     import importlib.util
     import re
 
@@ -253,7 +253,7 @@ def section(results, seconds, direct=()):
     if direct:
         names = ", ".join(f"`{m}`" for m in direct)
         head += [
-            f"Modules that import `numba` themselves, not `cudalearn.numba_backend`: {names}. Their "
+            f"Modules that import `numba` themselves, not `cudalearn.runtime.numba_backend`: {names}. Their "
             "kernels are compiled by numba-cuda here, and any of them that calls a device function "
             "of a module on the bridge (now a numba-cuda-mlir function) fails to type.",
             "",
@@ -302,7 +302,7 @@ def main(argv=None):
     if _version("numba-cuda-mlir") is None:
         print("numba-cuda-mlir is not installed in this Python: see this script's docstring", file=sys.stderr)
         return 2
-    from cudalearn.kernels import kernel_modules
+    from cudalearn.chapters import kernel_modules
 
     modules = args.modules or kernel_modules()
     direct = direct_importers(modules)

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Whether the course's kernels compile and run under the installed numpy (evidence for cudalearn.compat).
+"""Whether the course's kernels compile and run under the installed numpy (for runtime.compat).
 
     CUDALEARN_MODE=gpu python3 scripts/check_numpy_compat.py
 
 First, in a child process without `cudalearn.setup()`, one kernel is compiled the way a student's first
 cell would without the course: under numpy 2.5 with numba-cuda 0.30 that is the AttributeError the
-compatibility alias exists for. Then, after `cudalearn.setup()`: what `cudalearn.compat` restored, every
-kernel of `cudalearn.kernels.kernel_modules()` compiled to PTX for sm_75 and sm_90, and on a GPU one
+compatibility alias exists for. Then, after `cudalearn.setup()`: what `runtime.compat` restored, every
+kernel of `cudalearn.chapters.kernel_modules()` compiled to PTX for sm_75 and sm_90, and on a GPU one
 launch each of Chapter 2's vector add and naive matmul checked against NumPy. Exits non-zero on failure.
 """
 
@@ -35,11 +35,12 @@ def main() -> int:
     print(f"without cudalearn.setup(): rc {bare.returncode}: {last[-1] if last else ''}")
 
     import cudalearn
-    from cudalearn import compat, doctor
-    from cudalearn.kernels import kernel_modules
+    from cudalearn.chapters import kernel_modules
+    from cudalearn.course import doctor
+    from cudalearn.runtime import compat
 
     info = cudalearn.setup()
-    print(f"cudalearn.compat restored: {compat.APPLIED or 'nothing'}")
+    print(f"cudalearn.runtime.compat restored: {compat.APPLIED or 'nothing'}")
     from numba import cuda
 
     failed, count = [], 0
@@ -57,9 +58,9 @@ def main() -> int:
         print("  FAILED", f)
     if info.mode == "gpu":
         from cudalearn import checks
-        from cudalearn.kernels.basics import vector_add
-        from cudalearn.kernels.matmul import matmul_naive
-        from cudalearn.launch import blocks, square
+        from cudalearn.chapters.ch00.kernels import vector_add
+        from cudalearn.chapters.ch02.kernels.matmul import matmul_naive
+        from cudalearn.runtime.launch import blocks, square
 
         rng = np.random.default_rng(0)
         a, b = rng.standard_normal((2, 100_003)).astype(np.float32)

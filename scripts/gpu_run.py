@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 try:
-    from cudalearn import reference
+    from cudalearn.measure import reference
 except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(ROOT / "src"))
-    from cudalearn import reference
+    from cudalearn.measure import reference
 
 
 def cell_sources(path: Path) -> list[str]:

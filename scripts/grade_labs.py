@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from mutations import runner  # noqa: E402
 
-from cudalearn import reference  # noqa: E402
 from cudalearn.grading import lab as lab_mod  # noqa: E402
+from cudalearn.measure import reference  # noqa: E402
 
 #: how `runner.verdict` words each way an entry can misbehave
 KINDS = (

@@ -1,7 +1,7 @@
 """Run a handful of the course's kernels on a GPU with numba-cuda-mlir, each checked against NumPy.
 
 `scripts/check_numba_cuda_mlir.py` only compiles, without a GPU; this runs. It sets gpu mode and
-`CUDALEARN_NUMBA=numba-cuda-mlir` before importing the course, so `cudalearn.numba_backend` gives
+`CUDALEARN_NUMBA=numba-cuda-mlir` before importing the course, so `cudalearn.runtime.numba_backend` gives
 the kernels numba-cuda-mlir's `cuda`, then checks, each on its own (one failure does not stop the
 others), printing `ok` or `FAIL` with the error:
 
@@ -67,14 +67,14 @@ def close(got, want, rtol=1e-4, atol=1e-5):
 
 
 def compiler(kernel):
-    from cudalearn import numba_backend
+    from cudalearn.runtime import numba_backend
 
     return numba_backend.cuda_of(kernel).__name__.partition(".")[0].replace("_", "-")
 
 
 def main() -> int:
     import cudalearn
-    from cudalearn import numba_backend
+    from cudalearn.runtime import numba_backend
 
     info = cudalearn.setup()
     chosen = numba_backend.current()
@@ -82,9 +82,14 @@ def main() -> int:
     if info.mode != "gpu" or chosen.package != numba_backend.NUMBA_CUDA_MLIR:
         print("not on numba-cuda-mlir in gpu mode: nothing to check", file=sys.stderr)
         return 2
-    from cudalearn import counting, launch, timing, toolchain
-    from cudalearn.kernels import attention, basics, elementwise, reductions, softmax, tiled
-    from cudalearn.numba_backend import cuda
+    from cudalearn.chapters.ch00 import kernels as basics
+    from cudalearn.chapters.ch03 import kernels as tiled
+    from cudalearn.chapters.ch05.kernels import elementwise
+    from cudalearn.chapters.ch10.kernels import attention, reductions, softmax
+    from cudalearn.compile import toolchain
+    from cudalearn.measure import timing
+    from cudalearn.runtime import counting, launch
+    from cudalearn.runtime.numba_backend import cuda
 
     rng = np.random.default_rng(0)
 
@@ -141,7 +146,7 @@ def main() -> int:
 
     @check("regblock.regblock_2d_warptile")
     def _():
-        from cudalearn.kernels import regblock
+        from cudalearn.chapters.ch06.kernels import regblock
 
         n = 1000  # not a multiple of the tiles: the edge blocks' guarded path too
         A, B = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)

@@ -21,7 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-from cudalearn import reference, toolchain
+from cudalearn.compile import toolchain
+from cudalearn.measure import reference
 
 KERNELS = ("copy_2d", "bias_relu_dropout", "bias_relu_dropout_pairs")
 METRICS = (
@@ -44,8 +45,8 @@ def cmd_launch() -> int:
     import cudalearn
 
     cudalearn.setup("gpu")
-    from cudalearn.kernels import elementwise as ew
-    from cudalearn.numba_backend import cuda
+    from cudalearn.chapters.ch05.kernels import elementwise as ew
+    from cudalearn.runtime.numba_backend import cuda
 
     rows, cols = cudalearn.size("ch5.chain_rows"), cudalearn.size("ch5.chain_cols")
     Z, b, mask, s = ew.chain_inputs(rows, cols)

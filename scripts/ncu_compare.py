@@ -6,9 +6,9 @@
     python scripts/ncu_compare.py compare src/cudalearn/data/reference/h200-ncu-compare.json
     python scripts/ncu_compare.py launch [NAME ...]          # used by `gpu`: run patterns on the GPU
 
-The patterns are the access-pattern catalogue `cudalearn.trace.patterns` (the one the tracer's
+The patterns are the access-pattern catalogue `cudalearn.chapters.ch04.patterns` (the one the tracer's
 tests use), plus the course's own kernels of Chapters 2-4 under names of their own; the comparison
-is `cudalearn.trace.ncu`, the ncu run `cudalearn.toolchain.profile`. `gpu` runs ONE ncu process
+is `cudalearn.chapters.ch04.ncu`, the ncu run `compile.toolchain.profile`. `gpu` runs ONE ncu process
 over `launch`, which runs every pattern once, and writes FILE.json plus ncu's raw CSV beside it
 (FILE.ncu.csv). With numba-cuda 0.30 the GPU side needs numpy < 2.5 (see `cudalearn doctor`).
 """
@@ -18,8 +18,9 @@ import json
 import sys
 from pathlib import Path
 
-from cudalearn import reference, toolchain
-from cudalearn.trace import ncu
+from cudalearn.chapters.ch04 import ncu
+from cudalearn.compile import toolchain
+from cudalearn.measure import reference
 
 KEY = "ch4.ncu_compare"  # the stored run's figures key, which Chapter 4 reads
 

@@ -6,7 +6,7 @@
 
 Each launch builds a fresh shared array (one per launch, shared by all
 blocks), so only launches, not blocks, give the race a chance: that is why
-a 640-block stress test did not reproduce it. See cudalearn/simfix.py.
+a 640-block stress test did not reproduce it. See cudalearn/runtime/simfix.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import cudalearn
-    from cudalearn import simfix
+    from cudalearn.runtime import simfix
 
     cudalearn.setup("sim", quiet=True)
     sys.setswitchinterval(args.switch_interval)

@@ -3,7 +3,7 @@
 
     CUDALEARN_MODE=gpu python3 scripts/tracer_vs_gpu.py --out tracer_vs_gpu.json
 
-Every launch the chapter's host functions make (`cudalearn.launch.run`) is run twice: on the GPU,
+Every launch the chapter's host functions make (`cudalearn.trace.launch`) is run twice: on the GPU,
 and on copies of the same arguments by `cudalearn.trace.run`, the CPU execution the chapter uses
 where Numba's simulator has no warp shuffles. For each array a launch writes, the file records how
 many elements are equal bit for bit and the largest difference in units of the last place (ulp).
@@ -40,12 +40,13 @@ def main() -> int:
     out_path = parser.parse_args().out
 
     import cudalearn
-    from cudalearn import launch, reference, trace
+    from cudalearn import trace
+    from cudalearn.measure import reference
 
     if cudalearn.setup().mode != "gpu":
         sys.exit("this comparison needs a GPU (CUDALEARN_MODE=gpu)")
-    from cudalearn.kernels import attention, reductions, softmax
-    from cudalearn.numba_backend import cuda
+    from cudalearn.chapters.ch10.kernels import attention, reductions, softmax
+    from cudalearn.runtime.numba_backend import cuda
 
     rows: list[dict] = []
     case = {"name": ""}
@@ -85,7 +86,7 @@ def main() -> int:
                 }
             )
 
-    launch.run = both  # every host function of the chapter launches through launch.run
+    trace.launch = both  # every host function of the chapter launches through trace.launch
     rng = np.random.default_rng(10)
     x = rng.standard_normal(4096 + 37).astype(np.float32)
     for k in ("sum_interleaved", "sum_strided_index", "sum_sequential", "sum_shuffle", "sum_atomic"):

@@ -15,5 +15,5 @@ cudalearn.setup(quiet=True)
 @pytest.fixture
 def one_torch_thread():
     """PyTorch on one CPU thread for the test (Chapters 8-9's small models run faster, and reproducibly)."""
-    with cudalearn.device.one_torch_thread():
+    with cudalearn.runtime.device.one_torch_thread():
         yield

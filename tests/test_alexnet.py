@@ -10,8 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cudalearn import checks, datasets, exercises
-from cudalearn.nn import alexnet, input_pipeline, step_memory, training
+from cudalearn import checks, exercises
+from cudalearn.chapters.ch07 import checks as alexnet_checks
+from cudalearn.chapters.ch07 import input_pipeline, step_memory
+from cudalearn.nn import alexnet, datasets, training
 from cudalearn.nn.alexnet import (
     EXCHANGE_2012,
     EXCHANGE_EVERY,
@@ -333,7 +335,7 @@ def test_check_split_forward_catches_device_mixups_that_compute_the_right_number
 
 def test_check_split_forward_sends_only_plain_data_across():
     """Under `cudalearn grade` only data crosses: the experiment's result holds no model or config."""
-    got = exercises.alexnet.split_experiment(_split_forward, AlexNetConfig.small(), 2, 0)
+    got = alexnet_checks.split_experiment(_split_forward, AlexNetConfig.small(), 2, 0)
     allowed = (str, int, float, bool, type(None), torch.Tensor)
 
     def plain(v):
@@ -400,7 +402,7 @@ def test_loader_timeline_records_every_batch_in_order(workers):
 def _cross_arrows(fig):
     from matplotlib.patches import FancyArrowPatch
 
-    from cudalearn.figures.alexnet import CROSS
+    from cudalearn.chapters.ch07.figures.alexnet import CROSS
 
     return sum(
         isinstance(p, FancyArrowPatch) and matplotlib.colors.same_color(p.get_edgecolor(), CROSS)
@@ -410,7 +412,7 @@ def _cross_arrows(fig):
 
 @pytest.mark.parametrize("exchange", [EXCHANGE_2012, EXCHANGE_EVERY, ("fc7",)])
 def test_two_columns_draws_one_crossing_arrow_per_column_and_exchange(exchange):
-    from cudalearn.figures import alexnet as drawn
+    from cudalearn.chapters.ch07.figures import alexnet as drawn
 
     fig = drawn.two_columns(AlexNetConfig.original(exchange=exchange))
     assert _cross_arrows(fig) == 2 * len(exchange) + 1  # both directions per exchange, and the logits
@@ -418,8 +420,8 @@ def test_two_columns_draws_one_crossing_arrow_per_column_and_exchange(exchange):
 
 
 def test_memory_and_loader_figures_draw_what_they_are_given():
-    from cudalearn.figures import loader
-    from cudalearn.figures import memory as memory_figures
+    from cudalearn.chapters.ch07.figures import loader
+    from cudalearn.chapters.ch07.figures import memory as memory_figures
 
     mem = step_memory.static_bytes(1000, "momentum")
     mem.activations = 4000

@@ -67,8 +67,8 @@ def test_grid_2d_rejects_np_ceil():
 
 def test_a_block_size_typed_in_is_named_with_the_gpus_larger_blocks():
     """blockIdx.x * 32 with blocks of 256 (a GPU launch): the blocks overlap, a prefix is written."""
-    from cudalearn.exercises.first_kernels import _matmul_hint
-    from cudalearn.exercises.simple_kernels import _stride_hint
+    from cudalearn.chapters.ch02.checks import _matmul_hint
+    from cudalearn.checks.simple_kernels import _stride_hint
 
     n, grid, threads = 1 << 20, 4096, 256
     expected = np.ones(n, np.float32)

@@ -1,12 +1,12 @@
-"""`cudalearn.counting`: launches and host copies counted once, for the checks, chapter 5 and the grader."""
+"""`runtime.counting`: launches and host copies counted once, for the checks, chapter 5 and the grader."""
 
 import numpy as np
 import pytest
 from numba import cuda
 
-from cudalearn import counting, device, launch
-from cudalearn.kernels import basics
-from cudalearn.nn import mlp
+from cudalearn.chapters.ch00 import kernels as basics
+from cudalearn.chapters.ch05 import model as mlp
+from cudalearn.runtime import counting, device, launch
 
 
 def test_launches_and_copies_are_counted_in_nested_blocks_and_unpatched_after():

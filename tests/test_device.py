@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 import cudalearn
-from cudalearn import device, sizes
+from cudalearn.runtime import device, sizes
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess:
@@ -70,9 +70,9 @@ def test_numba_cuda_imported_first_is_detected():
         import cudalearn
         print(cudalearn.setup(quiet=True).mode)
         try:
-            cudalearn.device._INFO = None
+            cudalearn.runtime.device._INFO = None
             cudalearn.setup('gpu', quiet=True)
-        except cudalearn.device.ModeError as e:
+        except cudalearn.runtime.device.ModeError as e:
             print('refused:', e)
         """
     )
@@ -85,9 +85,9 @@ def test_a_kernels_module_imported_before_setup_chooses_the_mode_first():
         pytest.skip("this machine has a GPU: auto mode is gpu here")
     r = _run(
         """
-        import cudalearn.kernels.basics
+        import cudalearn.chapters.ch00.kernels
         import cudalearn
-        print(cudalearn.setup(quiet=True).mode, cudalearn.numba_backend.current().label)
+        print(cudalearn.setup(quiet=True).mode, cudalearn.runtime.numba_backend.current().label)
         """
     )
     assert r.returncode == 0, r.stderr

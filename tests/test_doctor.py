@@ -1,6 +1,6 @@
 """The doctor: a report on this machine, and each known breakage diagnosed from a planted environment."""
 
-from cudalearn import doctor
+from cudalearn.course import doctor
 
 GOOD = {
     "mode": "gpu",
@@ -60,7 +60,7 @@ def test_compat_restores_row_stack_on_a_numpy_without_it():
 
     import numpy as np
 
-    from cudalearn import compat
+    from cudalearn.runtime import compat
 
     fake = types.SimpleNamespace(vstack=np.vstack, __version__="2.5.2")
     assert compat.apply(fake) == ["numpy.row_stack = numpy.vstack"]

@@ -7,8 +7,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from cudalearn import plots  # noqa: E402
-from cudalearn.figures import tiles, warps  # noqa: E402
+from cudalearn.chapters.ch02 import figures as warps  # noqa: E402
+from cudalearn.chapters.ch03 import figures as tiles
+from cudalearn.measure import plots  # noqa: E402
 
 
 def test_48_thread_blocks_leave_half_of_the_second_warp_idle():

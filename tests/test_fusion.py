@@ -13,9 +13,10 @@ import pytest
 from numba import cuda, float32
 
 from cudalearn import checks, exercises
-from cudalearn.bench import dropout_chain
-from cudalearn.kernels import elementwise as ew
-from cudalearn.kernels import linear
+from cudalearn.chapters.ch05.bench import dropout_chain
+from cudalearn.chapters.ch05.checks import coalesced_backward
+from cudalearn.chapters.ch05.kernels import elementwise as ew
+from cudalearn.chapters.ch05.kernels import linear
 from cudalearn.trace import trace
 
 RNG = np.random.default_rng(0)
@@ -147,7 +148,7 @@ def test_unsigned_paired_chain_equals_the_scalar_fused_kernel_bit_for_bit(pairs)
 def test_unsigned_paired_chain_compiles_without_wrap_around_code(cc):
     """Real PTX for a T4 and an H200: 8-byte loads and stores only, registers, float32 arithmetic, every load
     before the first store, and none of the wrap-around code of a signed index that the paired kernel has."""
-    from cudalearn import ptx
+    from cudalearn.compile import ptx
 
     sig = ew.SIGNATURES["bias_relu_dropout_pairs"]
 
@@ -173,7 +174,7 @@ def test_unsigned_paired_chain_compiles_without_wrap_around_code(cc):
 
 def _load_then_math(kernel, signature):
     """(index of the last global load, index of the first float instruction) in sm_90 SASS, or a skip."""
-    from cudalearn import ptx, toolchain
+    from cudalearn.compile import ptx, toolchain
 
     if toolchain.find_tool("ptxas") is None or toolchain.find_tool("cuobjdump") is None:
         pytest.skip("ptxas and cuobjdump are needed to read the machine code")
@@ -339,7 +340,7 @@ def test_pre_transposed_weights_are_read_coalesced():
     dZ, W = rand(8, 32), rand(64, 32)
     grid, block = (2, 1), (32, 8)
     stored = trace(linear.matmul_bt_naive, grid, block, dZ, W, np.zeros((8, 64), np.float32))
-    from cudalearn.kernels.matmul import matmul_naive
+    from cudalearn.chapters.ch02.kernels.matmul import matmul_naive
 
     transposed = trace(
         matmul_naive, grid, block, dZ, np.ascontiguousarray(W.T), np.zeros((8, 64), np.float32)
@@ -377,7 +378,7 @@ def test_chapter_5_figures_draw_from_their_inputs():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from cudalearn.figures import fusion as figs
+    from cudalearn.chapters.ch05 import figures as figs
 
     fig = figs.register_patch(linear.GPU_TILES)
     owner = fig.axes[0].images[0].get_array()
@@ -398,7 +399,7 @@ def test_chapter_5_kernels_compile_to_ptx_in_registers_and_float32():
     import json, re, cudalearn
     cudalearn.setup("compile", quiet=True)
     from numba import cuda
-    from cudalearn.kernels import elementwise, linear
+    from cudalearn.chapters.ch05.kernels import elementwise, linear
     out = {}
     for m in (linear, elementwise):
         for name, sig in m.SIGNATURES.items():
@@ -576,9 +577,9 @@ def test_lab_checks_catch_uncoalesced_backward_and_wrong_bytes():
         exercises.check_backward_input(backward_swapped, sizes=[(5, 3, 7)])  # right result, uncoalesced
     with pytest.raises(AssertionError, match="A` is read 8.0 times as often as needed"):
         exercises.check_backward_coalesced(backward_reads_a_in_loop)
-    assert exercises.coalesced_backward._backward_ideal_sectors(64, 8, 64) == 128 * (8 * 5 + 4)
+    assert coalesced_backward._backward_ideal_sectors(64, 8, 64) == 128 * (8 * 5 + 4)
     with pytest.raises(AssertionError, match="epilogue_bytes"):
         exercises.check_epilogue_bytes(lambda m, n, f: (4 if f else 12) * m * n)
     with pytest.raises(AssertionError, match="a float, where a Python int is asked for"):
         exercises.check_epilogue_bytes(lambda m, n, f: (8.0 if f else 24.0) * m * n)
-    assert math.isclose(exercises.coalesced_backward.MAX_SECTORS_PER_LOAD, 4.0)
+    assert math.isclose(coalesced_backward.MAX_SECTORS_PER_LOAD, 4.0)

@@ -1,10 +1,11 @@
-"""Guard zones (`cudalearn.guard`): one rule for the checks and the grader's sandbox."""
+"""Guard zones (`cudalearn.checks.guard`): one rule for the checks and the grader's sandbox."""
 
 import numpy as np
 import pytest
 from numba import cuda
 
-from cudalearn import checks, guard
+from cudalearn import checks
+from cudalearn.checks import guard
 from cudalearn.grading import server
 
 

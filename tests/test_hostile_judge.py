@@ -130,7 +130,7 @@ LAB1 = {
     # the check's arrays refuse @ in the student's process; a plain view of them does not
     "stand-in": (LAB1_ANSWER + "    return np.asarray(A) @ np.asarray(B)\n", {"matmul_loops": "@"}),
     "stand-in-patched": (
-        "import cudalearn.exercises.cpu_matmul as _b\n\n"
+        "import cudalearn.chapters.ch01.checks as _b\n\n"
         "_b._LoopsOnly.__matmul__ = lambda a, b: np.asarray(a).dot(np.asarray(b))\n"
         "_b._LoopsOnly.__array_ufunc__ = None\n\n\n" + LAB1_ANSWER + "    return A @ B\n",
         {"matmul_loops": "uses (@|_LoopsOnly)"},
@@ -253,10 +253,11 @@ def test_the_tracer_instruments_the_verified_tree_not_a_source_it_reads_back():
 
 
 def test_a_rebuilt_function_without_its_tree_is_never_traced_from_source():
-    from cudalearn.trace import TraceError, execute, trace
+    from cudalearn.compile import source
+    from cudalearn.trace import TraceError, trace
 
     fn = _rebuilder({2: STEER_MARKS}).function("matmul_tiled")
-    execute._VERIFIED.pop(fn)
+    source._VERIFIED.pop(fn)
     with pytest.raises(TraceError, match="without its verified syntax tree"):
         trace(fn, (1, 2), (16, 16), *_matmul_args())
     assert not marker("steer").exists()

@@ -1,6 +1,6 @@
 """The package's kernels: correct under the simulator, compiled to real PTX, same as the solutions' copies.
 
-The kernel modules are discovered (`cudalearn.kernels.kernel_modules`), never listed: a new module of
+The kernel modules are discovered (`cudalearn.chapters.kernel_modules`), never listed: a new module of
 `cudalearn/kernels/` is compiled, checked for SIGNATURES and compared with the notebooks' copies at once.
 """
 
@@ -21,37 +21,59 @@ import nbformat
 import numpy as np
 import pytest
 
-from cudalearn import checks, launch, ptx
-from cudalearn.bench import vector_add as add_bench
-from cudalearn.kernels import basics, kernel_modules, matmul, strided_copy
+from cudalearn import checks
+from cudalearn.chapters import kernel_modules
+from cudalearn.chapters.ch00 import kernels as basics
+from cudalearn.chapters.ch02 import bench as add_bench
+from cudalearn.chapters.ch02.kernels import matmul, strided_copy
+from cudalearn.compile import ptx
+from cudalearn.runtime import launch
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = kernel_modules()
 
 
 def test_kernel_modules_are_discovered_from_the_source(tmp_path):
-    chapters = ("basics", "strided_copy", "matmul", "tiled", "transpose", "linear", "elementwise", "regblock")
-    assert {f"cudalearn.kernels.{name}" for name in (*chapters, "patchify")} <= set(MODULES)
-    assert "cudalearn.kernels.memory" not in MODULES, "an alias that only re-exports defines no kernel"
+    chapters = (
+        "ch00.kernels",
+        "ch02.kernels.strided_copy",
+        "ch02.kernels.matmul",
+        "ch03.kernels",
+        "ch04.kernels",
+        "ch05.kernels.linear",
+        "ch05.kernels.elementwise",
+        "ch06.kernels.regblock",
+        "ch09.kernels",
+    )
+    assert {f"cudalearn.chapters.{name}" for name in chapters} <= set(MODULES)
+    assert "cudalearn.chapters.ch07.figures.memory" not in MODULES, (
+        "a module without kernels is no kernel module"
+    )
     pkg = tmp_path / "cudalearn"
-    (pkg / "kernels").mkdir(parents=True)
+    (pkg / "chapters" / "ch12" / "kernels").mkdir(parents=True)
+    (pkg / "chapters" / "ch13").mkdir(parents=True)
     (pkg / "other").mkdir()
-    (pkg / "kernels" / "new_chapter.py").write_text("@cuda.jit\ndef k(x):\n    pass\n")
-    (pkg / "kernels" / "helpers.py").write_text("def launch(n):\n    return n\n")
+    (pkg / "chapters" / "ch12" / "kernels" / "scan.py").write_text("@cuda.jit\ndef k(x):\n    pass\n")
+    (pkg / "chapters" / "ch13" / "kernels.py").write_text("@cuda.jit\ndef k(x):\n    pass\n")
+    (pkg / "chapters" / "ch13" / "helpers.py").write_text("@cuda.jit\ndef k(x):\n    pass\n")
     (pkg / "other" / "listed.py").write_text('SIGNATURES = {"k": "void(float32[::1])"}\n')
     (pkg / "other" / "tests_only.py").write_text("@cuda.jit\ndef k(x):\n    pass\n")
     found = kernel_modules(pkg)
-    assert found == ["cudalearn.kernels.new_chapter", "cudalearn.other.listed"], found
+    assert found == [
+        "cudalearn.chapters.ch12.kernels.scan",
+        "cudalearn.chapters.ch13.kernels",
+        "cudalearn.other.listed",
+    ], found
 
 
 def test_importing_the_kernels_package_chooses_no_mode():
     code = """
     import os, sys
-    import cudalearn.kernels
-    from cudalearn import device
+    import cudalearn.chapters
+    from cudalearn.runtime import device
     assert "numba" not in sys.modules and "NUMBA_ENABLE_CUDASIM" not in os.environ, sorted(sys.modules)
     assert device._INFO is None
-    print(len(cudalearn.kernels.kernel_modules()))
+    print(len(cudalearn.chapters.kernel_modules()))
     """
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
@@ -125,7 +147,7 @@ def test_vector_add_ilp_compiles_to_registers_unsigned_loads_first(cc):
 
 def test_vector_add_ilp_machine_code_issues_every_load_before_the_first_add():
     """All 2k loads in flight together: in sm_90 SASS no FADD comes before the last LDG."""
-    from cudalearn import toolchain
+    from cudalearn.compile import toolchain
 
     if toolchain.find_tool("ptxas") is None or toolchain.find_tool("cuobjdump") is None:
         pytest.skip("ptxas and cuobjdump are needed to read the machine code")
@@ -295,7 +317,7 @@ def test_solution_kernels_do_not_drift_from_the_package():
                 if fn.name in package:
                     seen += 1
                     assert _body(fn) == package[fn.name], (
-                        f"{path.name}: kernel {fn.name} differs from its copy in cudalearn.kernels; "
+                        f"{path.name}: kernel {fn.name} differs from its copy in cudalearn.chapters; "
                         "keep one source"
                     )
     assert seen or not list((ROOT / "solutions").glob("*.ipynb"))

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cudalearn import labs
+from cudalearn.course import labs
 
 KERNEL = """from numba import cuda
 

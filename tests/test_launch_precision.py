@@ -1,8 +1,8 @@
-"""cudalearn.launch (the one grid rule) and cudalearn.precision (TF32 off, then restored)."""
+"""cudalearn.runtime.launch (the one grid rule) and cudalearn.runtime.precision (TF32 off, then restored)."""
 
 import pytest
 
-from cudalearn import launch, precision
+from cudalearn.runtime import launch, precision
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from cudalearn import checks, datasets, precision
-from cudalearn.bench import fused_layer, shallow_net
-from cudalearn.kernels import linear
-from cudalearn.nn import epoch_data, mlp, training
+from cudalearn import checks
+from cudalearn.chapters.ch05 import data as epoch_data
+from cudalearn.chapters.ch05 import model as mlp
+from cudalearn.chapters.ch05.bench import fused_layer, shallow_net
+from cudalearn.chapters.ch05.kernels import linear
+from cudalearn.nn import datasets, training
+from cudalearn.runtime import precision
 
 
 @pytest.fixture(scope="module")
@@ -198,8 +201,8 @@ def test_the_tuned_products_compile_to_128_bit_shared_loads_for_the_t4_and_the_h
     import json, cudalearn
     cudalearn.setup("compile", quiet=True)
     from numba import cuda
-    from cudalearn import ptx, toolchain
-    from cudalearn.kernels import linear
+    from cudalearn.compile import ptx, toolchain
+    from cudalearn.chapters.ch05.kernels import linear
     ptx._pretend_device((9, 0))  # numba-cuda compiles device functions for the current GPU: none here
     M, V = "float32[:, ::1]", "float32[::1]"
     sigs = {"linear_forward": f"void({M}, {M}, {V}, {M}, int64)",
@@ -257,8 +260,8 @@ def test_prepared_steps_replay_their_launches_with_the_step_index_set_in_place(t
 
 
 def test_a_prepared_launch_changes_only_number_arguments():
-    from cudalearn import launch
-    from cudalearn.kernels import elementwise as ew
+    from cudalearn.chapters.ch05.kernels import elementwise as ew
+    from cudalearn.runtime import launch
 
     p = np.ones(4, np.float32)
     g = np.full(4, 2.0, np.float32)

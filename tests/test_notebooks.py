@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 import cudalearn
-from cudalearn import labs
+from cudalearn.course import labs
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = (

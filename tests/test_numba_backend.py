@@ -1,4 +1,4 @@
-"""cudalearn.numba_backend: which Numba CUDA compiler the course's kernels use (issue 17), without a GPU.
+"""runtime.numba_backend: which Numba CUDA compiler the course's kernels use (issue 17), without a GPU.
 
 The main environment has no numba-cuda-mlir: its presence is planted (a flag to the pure `decide`,
 or a stand-in `numba_cuda_mlir` package on sys.path of a child process). What the real package
@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudalearn import device, numba_backend, toolchain
-from cudalearn.kernels import kernel_modules
+from cudalearn.chapters import kernel_modules
+from cudalearn.compile import toolchain
+from cudalearn.runtime import compiler, device, numba_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 MLIR, NUMBA_CUDA = numba_backend.NUMBA_CUDA_MLIR, numba_backend.NUMBA_CUDA
@@ -63,8 +64,8 @@ def test_the_request_is_read_from_the_environment():
 
 
 def test_the_choice_is_made_once_per_process(monkeypatch):
-    monkeypatch.setattr(numba_backend, "_CHOICE", None)
-    monkeypatch.setattr(numba_backend, "mlir_installed", lambda: True)
+    monkeypatch.setattr(compiler, "_CHOICE", None)
+    monkeypatch.setattr(compiler, "mlir_installed", lambda: True)
     monkeypatch.setenv("CUDALEARN_NUMBA", "auto")
     first = numba_backend.choose("gpu")
     assert first.package == MLIR and "installed, and the mode is gpu" in first.reason
@@ -78,7 +79,7 @@ def test_this_process_runs_numba_cuda_on_the_simulator():
 
     chosen = numba_backend.current()  # conftest's setup() chose it
     assert chosen.label == "numba-cuda (simulator)" and toolchain.numba_cuda_backend() == chosen.label
-    from cudalearn.numba_backend import SIMULATOR, cuda, float32, libdevice, uint32
+    from cudalearn.runtime.numba_backend import SIMULATOR, cuda, float32, libdevice, uint32
 
     assert cuda is numba.cuda and float32 is numba.float32 and uint32 is numba.uint32 and SIMULATOR
     assert libdevice is importlib.import_module("numba.cuda.libdevice")
@@ -93,15 +94,19 @@ def test_every_kernel_module_takes_its_numba_names_from_the_bridge():
         source = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
         if re.search(r"^\s*(from numba(\.cuda)? import|import numba\b)", source, re.M):
             direct.add(module)
-        elif "cudalearn.numba_backend import" not in source:
+        elif "cudalearn.runtime.numba_backend import" not in source:
             direct.add(module)  # no numba name at all would be odd for a kernel module
     waiting = NOT_ON_THE_BRIDGE_YET
-    assert direct <= waiting, f"{direct - waiting}: import cuda and the types from cudalearn.numba_backend"
+    assert direct <= waiting, (
+        f"{direct - waiting}: import cuda and the types from cudalearn.runtime.numba_backend"
+    )
     assert direct == waiting, f"{waiting - direct} moved to the bridge: drop it from NOT_ON_THE_BRIDGE_YET"
 
 
 def test_kernel_modules_get_the_bridge_cuda():
-    from cudalearn.kernels import basics, elementwise, tiled
+    from cudalearn.chapters.ch00 import kernels as basics
+    from cudalearn.chapters.ch03 import kernels as tiled
+    from cudalearn.chapters.ch05.kernels import elementwise
 
     assert basics.cuda is tiled.cuda is elementwise.cuda is numba_backend.cuda_module()
 
@@ -109,7 +114,7 @@ def test_kernel_modules_get_the_bridge_cuda():
 def test_cuda_of_names_the_package_of_a_kernel(monkeypatch):
     import numba.cuda
 
-    from cudalearn.kernels import basics
+    from cudalearn.chapters.ch00 import kernels as basics
 
     assert numba_backend.cuda_of(basics.vector_add) is numba.cuda  # a simulated kernel
     assert numba_backend.cuda_of(basics.vector_add.py_func) is numba.cuda  # its plain function
@@ -213,8 +218,12 @@ def test_forced_numba_cuda_mlir_reaches_every_kernel_module_and_the_doctor(tmp_p
     r = _child(
         """
         import cudalearn
-        from cudalearn import doctor, toolchain
-        from cudalearn.kernels import attention, basics, elementwise, linear, tiled
+        from cudalearn.course import doctor
+        from cudalearn.compile import toolchain
+        from cudalearn.chapters.ch10.kernels import attention
+        from cudalearn.chapters.ch00 import kernels as basics
+        from cudalearn.chapters.ch05.kernels import elementwise, linear
+        from cudalearn.chapters.ch03 import kernels as tiled
         print(cudalearn.setup(quiet=True).mode, toolchain.numba_cuda_backend())
         print({m.cuda.__name__ for m in (attention, basics, elementwise, linear, tiled)})
         print(type(basics.vector_add).__module__, elementwise.SIMULATOR)

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from test_doctor import GOOD
 
-from cudalearn import doctor, numba_backend, toolchain
+from cudalearn.compile import toolchain
+from cudalearn.course import doctor
+from cudalearn.runtime import numba_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "data" / "numba-cuda-mlir" / "compile-report.md"
@@ -35,7 +37,7 @@ def cuda_module(name, file, simulator=0):
 def test_backend_is_the_bridge_choice_once_made():
     bridge = types.SimpleNamespace(current=lambda: numba_backend.decide("gpu", "auto", installed=True))
     file = "/venv/lib/python3.11/site-packages/numba_cuda/numba/cuda/__init__.py"
-    modules = {"cudalearn.numba_backend": bridge, **cuda_module("numba.cuda", file)}
+    modules = {"cudalearn.runtime.numba_backend": bridge, **cuda_module("numba.cuda", file)}
     assert toolchain.numba_cuda_backend(modules) == "numba-cuda-mlir"  # a notebook's numba.cuda aside
     bridge.current = lambda: None
     assert toolchain.numba_cuda_backend(modules) == "numba-cuda"
@@ -128,7 +130,7 @@ def _counts(text):
 
 def _kernel_rows(text):
     """The kernels of a compile report's table, in its order."""
-    return re.findall(r"^\| `(cudalearn\.kernels\.[\w.]+)` \|", text, re.M)
+    return re.findall(r"^\| `(cudalearn\.[\w.]+)` \|", text, re.M)
 
 
 def test_the_status_the_doctor_prints_is_the_stored_compile_report():
@@ -154,15 +156,15 @@ def test_the_compile_report_has_one_table_of_every_kernel_once():
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     results = {
-        f"cudalearn.kernels.k.{name}@{sm}": {"ok": True, "compiler": "numba-cuda-mlir", "ptx_lines": 9}
+        f"cudalearn.chapters.k.{name}@{sm}": {"ok": True, "compiler": "numba-cuda-mlir", "ptx_lines": 9}
         for name in ("a", "b")
         for sm in ("sm_75", "sm_90")
     }
-    results["cudalearn.kernels.k.b@sm_90"] = {"error": "TypingError: x", "compiler": "numba-cuda-mlir"}
+    results["cudalearn.chapters.k.b@sm_90"] = {"error": "TypingError: x", "compiler": "numba-cuda-mlir"}
     written = script.section(results, 1.0)
     assert _counts(written) == (3, 4, 2, 3, 4)
-    assert _kernel_rows(written) == ["cudalearn.kernels.k.a", "cudalearn.kernels.k.b"]
-    assert "| `cudalearn.kernels.k.b` | ok (9 PTX lines) | FAIL [1] |" in written
+    assert _kernel_rows(written) == ["cudalearn.chapters.k.a", "cudalearn.chapters.k.b"]
+    assert "| `cudalearn.chapters.k.b` | ok (9 PTX lines) | FAIL [1] |" in written
     stored = REPORT.read_text()
     rows = _kernel_rows(stored)
     assert len(rows) == len(set(rows)) == _counts(stored)[2], "a kernel listed twice, or a table repeated"

@@ -9,7 +9,10 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from cudalearn import ddp_scaling, dist_program, fsdp_fit, multigpu, parallel_runs, tp_step
+from cudalearn.chapters.ch11 import ddp_scaling, fsdp_fit, tp_step
+from cudalearn.dist import multigpu
+from cudalearn.dist import program as dist_program
+from cudalearn.dist import runs as parallel_runs
 
 # two batch sizes; buckets of 0.01 MiB (the tiny model's gradients in 5) and DDP's default; no overlap
 DDP_ARGS = ("--batch", "4,2", "--bucket-mb", "0.01,default", "--no-overlap")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nbformat
 
-from cudalearn import progress
+from cudalearn.course import progress
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import plants  # noqa: E402

@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
-from cudalearn import checks, ptx
-from cudalearn.kernels import basics, linear, tiled
+from cudalearn import checks
+from cudalearn.chapters.ch00 import kernels as basics
+from cudalearn.chapters.ch03 import kernels as tiled
+from cudalearn.chapters.ch05.kernels import linear
+from cudalearn.compile import ptx
 
 TILE = 32
 PADDED = TILE + 1
@@ -309,7 +312,7 @@ def test_a_cuda_function_named_without_its_call_is_caught_before_any_launch():
         f"your kernel `barrier_not_called` names `cuda.syncthreads` without calling it (line {line}): the "
         "statement does nothing, so there is no barrier or call there. Fix: write `cuda.syncthreads()`."
     )
-    from cudalearn.compile_errors import uncalled_cuda
+    from cudalearn.compile.errors import uncalled_cuda
 
     assert uncalled_cuda(barrier_typo.py_func) is None, "a call, even of a misspelt name, is not this mistake"
 

@@ -1,6 +1,6 @@
 """Chapter 10's kernels value by value: sums, softmax, LayerNorm, attention (simulator and tracer).
 
-Kernels that shuffle run on `cudalearn.trace` (through `cudalearn.launch.run`); the others on Numba's
+Kernels that shuffle run on `cudalearn.trace` (through `cudalearn.trace.launch`); the others on Numba's
 simulator. Sizes are awkward on purpose: n not a multiple of the block, rows shorter than a warp and
 longer than a block. The real compiler is checked too: no float64 in the PTX of the row kernels.
 """
@@ -12,9 +12,12 @@ import pytest
 import torch
 from numba import cuda
 
-from cudalearn import launch, ptx, timing, trace
-from cudalearn.bench import reductions as bench
-from cudalearn.kernels import attention, reductions, softmax
+from cudalearn import trace
+from cudalearn.chapters.ch10 import bench
+from cudalearn.chapters.ch10.kernels import attention, reductions, softmax
+from cudalearn.compile import ptx
+from cudalearn.measure import timing
+from cudalearn.runtime import launch
 
 RNG = np.random.default_rng(10)
 TREES = ["sum_interleaved", "sum_strided_index", "sum_sequential", "sum_shuffle"]
@@ -40,7 +43,7 @@ def test_tree_partials_equal_numpy_in_the_kernels_order_bit_for_bit(name):
     x, threads = _x(300), 64  # 5 blocks, the last one partial
     grid = launch.blocks(x.size, threads)
     partial = np.full(grid, np.nan, np.float32)
-    launch.run(getattr(reductions, name), grid, threads, x, partial)
+    trace.launch(getattr(reductions, name), grid, threads, x, partial)
     np.testing.assert_array_equal(partial, reductions.tree_sum_reference(x, threads, NEIGHBOURS[name]))
     total = reductions.launch_sum(getattr(reductions, name), x, threads=threads)  # two passes
     second = reductions.tree_sum_reference(partial, threads, NEIGHBOURS[name])
@@ -111,7 +114,7 @@ def _lanes(x, total, top):
 def test_warp_sum_and_max_give_every_lane_the_same_bits():
     x = _x(64, 100.0)
     total, top = np.zeros(64, np.float32), np.zeros(64, np.float32)
-    launch.run(_lanes, 1, 64, x, total, top)
+    trace.launch(_lanes, 1, 64, x, total, top)
     for w in range(2):
         lanes = slice(32 * w, 32 * w + 32)
         assert (total[lanes] == reductions.tree_sum_reference(x[lanes], 32)[0]).all()
@@ -214,7 +217,7 @@ def _lane_welford(x, out):
 def test_warp_welford_gives_every_lane_the_same_bits():
     x = (100 + _x(32, 3.0)).astype(np.float32)
     out = np.zeros((32, 3), np.float32)
-    launch.run(_lane_welford, 1, 32, x, out)
+    trace.launch(_lane_welford, 1, 32, x, out)
     assert (out == out[0]).all(), "every lane must normalise its columns with the same mean and variance"
     assert out[0, 0] == 32 and abs(out[0, 1] - x.astype(np.float64).mean()) < 1e-4
     assert abs(out[0, 2] / 32 - x.astype(np.float64).var()) < 1e-4 * x.var()

@@ -1,4 +1,4 @@
-"""Lab 10's checks (cudalearn.exercises.reductions): the lane emulation behind its hints, the combine rule."""
+"""Lab 10's checks (cudalearn.chapters.ch10.checks): the lane emulation behind its hints, the combine rule."""
 
 import math
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from cudalearn import checks
-from cudalearn.exercises import _reductions_mistakes as mistakes
-from cudalearn.exercises import reductions
+from cudalearn.chapters.ch10 import checks as reductions
+from cudalearn.chapters.ch10 import mistakes
 
 
 def test_lanes_emulates_the_shuffle_trees():

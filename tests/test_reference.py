@@ -1,14 +1,14 @@
-"""cudalearn.reference: the stored GPU figures, one format and one index, merged by code (all chapters)."""
+"""measure.reference: the stored GPU figures, one format and one index, merged by code (all chapters)."""
 
 import json
 from importlib import resources
-from pathlib import Path
 
 import pytest
 
-from cudalearn import cli, reference
+from cudalearn import cli
+from cudalearn.measure import reference
 
-STORED = Path(reference.__file__).parent / "data" / "reference"
+STORED = reference.STORED
 NCU_PROFILES = {  # stored file: (key, the script that writes it)
     "h200-ncu-chain.json": ("ch5.ncu_chain", "scripts/ncu_chain.py"),
     "h200-ncu-compare.json": ("ch4.ncu_compare", "scripts/ncu_compare.py"),

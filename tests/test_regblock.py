@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
-from cudalearn import checks, exercises, toolchain
-from cudalearn.kernels import regblock
+from cudalearn import checks, exercises
+from cudalearn.chapters.ch06.kernels import regblock
+from cudalearn.compile import toolchain
 
 SIZES = [(32, 32, 32), (19, 13, 23), (1, 1, 1), (16, 8, 17)]
 
@@ -115,8 +116,8 @@ def test_the_last_steps_compile_lean_for_the_h200_and_the_t4():
     import json, cudalearn
     cudalearn.setup("compile", quiet=True)
     from numba import cuda
-    from cudalearn import toolchain
-    from cudalearn.kernels import regblock
+    from cudalearn.compile import toolchain
+    from cudalearn.chapters.ch06.kernels import regblock
     out = {}
     for name, cc in [("regblock_1d", (9, 0)), ("regblock_2d_simple", (9, 0)), ("regblock_2d_vec", (9, 0)),
                      ("regblock_2d_prefetch", (9, 0)), ("regblock_2d_prefetch_t4", (7, 5))]:
@@ -145,8 +146,8 @@ def test_the_last_steps_compile_lean_for_the_h200_and_the_t4():
 def test_the_async_step_compiles_to_cp_async_from_sm80_and_is_left_out_below_and_on_mlir(monkeypatch):
     """The real compiler: cp.async in the PTX for sm_80 and sm_90, no spills at 128 registers; ptxas
     refuses it for sm_75, which is why `build('sm75')` leaves the step out (as numba-cuda-mlir does)."""
-    from cudalearn import numba_backend
-    from cudalearn.kernels import async_copy
+    from cudalearn.chapters.ch06.kernels import async_copy
+    from cudalearn.runtime import numba_backend
 
     assert regblock.ASYNC not in regblock.build("sm75")
     assert "sm_80" in regblock.unbuilt("sm75")[regblock.ASYNC]
@@ -166,8 +167,8 @@ def test_the_async_step_compiles_to_cp_async_from_sm80_and_is_left_out_below_and
     import json, cudalearn
     cudalearn.setup("compile", quiet=True)
     from numba import cuda
-    from cudalearn import ptx, toolchain
-    from cudalearn.kernels import regblock
+    from cudalearn.compile import ptx, toolchain
+    from cudalearn.chapters.ch06.kernels import regblock
     ptx._pretend_device((9, 0))  # numba-cuda compiles device functions for the current GPU: none here
     cfg = regblock.tiles(regblock.ASYNC, "sm80+")
     k = regblock.make_regblock_2d_async(**cfg)
@@ -423,7 +424,7 @@ def test_the_gemm_goal_needs_85_percent_of_cublas_and_to_beat_triton():
     """Issue 17's goal: both parts from the same run; a stored verdict without the Triton part still reads."""
     from types import SimpleNamespace
 
-    from cudalearn.bench import gemm
+    from cudalearn.chapters.ch06 import bench as gemm
 
     def run(best, triton):
         rows = [{"name": "regblock_2d_prefetch", "gflops": best}, {"name": "cuBLAS FP32", "gflops": 50_000.0}]

@@ -5,8 +5,9 @@ import pytest
 import torch
 from torch import nn
 
-from cudalearn import checks, datasets, exercises
-from cudalearn.nn import resnet, training
+from cudalearn import checks, exercises
+from cudalearn.chapters.ch08 import model as resnet
+from cudalearn.nn import datasets, training
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # small models: faster on one CPU thread
 
@@ -72,7 +73,7 @@ def test_plot_grad_norms_leaves_out_what_a_log_axis_cannot_show():
 
 
 def test_residual_block_diagram_names_both_paths():
-    from cudalearn.figures import residual
+    from cudalearn.chapters.ch08 import figures as residual
 
     texts = {t.get_text() for t in residual.residual_block(skip=True).axes[0].texts}
     assert "dL/dx = dL/dy (dF/dx + 1)" in texts and "identity shortcut: x" in texts
@@ -238,7 +239,7 @@ def test_lab8_checks_catch_what_the_numbers_hide():
 
 def test_lab8_experiments_return_only_data():
     """What crosses back from the student's process under `cudalearn grade`: tensors, numbers, strings."""
-    from cudalearn.exercises import resnet as arch
+    from cudalearn.chapters.ch08 import checks as arch
 
     def plain(v):
         if isinstance(v, dict):

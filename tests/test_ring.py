@@ -1,4 +1,4 @@
-"""Chapter 11's simulated ranks (cudalearn.ring) and lab 11's checks (cudalearn.exercises.parallelism)."""
+"""Chapter 11's simulated ranks (chapters/ch11/ring.py) and lab 11's checks (chapters/ch11/checks.py)."""
 
 import threading
 import time
@@ -8,9 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cudalearn import checks, multigpu
-from cudalearn.exercises import parallelism as par
-from cudalearn.ring import CollectiveError, Ring, ThreadGroup, chunk_bounds
+from cudalearn import checks
+from cudalearn.chapters.ch11 import checks as par
+from cudalearn.chapters.ch11.ring import CollectiveError, Ring, ThreadGroup, chunk_bounds
+from cudalearn.dist import multigpu
 
 # A ring all-reduce written here, independently of the lab's solution ---------------------------------
 

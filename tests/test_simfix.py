@@ -1,4 +1,4 @@
-"""The simulator's shared-array race: shown to exist, and shown to be fixed by cudalearn.simfix.
+"""The simulator's shared-array race: shown to exist, and shown to be fixed by cudalearn.runtime.simfix.
 
 numba-cuda 0.30's FakeCUDAShared.array does check-then-set without a lock,
 and one FakeCUDAShared serves a whole launch (all blocks). A thread switch
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
-from cudalearn import simfix
+from cudalearn.runtime import simfix
 
 N = 64  # even, so no thread reads the element it wrote itself
 

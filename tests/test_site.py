@@ -18,7 +18,9 @@ from urllib.parse import unquote, urljoin, urlsplit
 import nbformat
 import pytest
 
-from cudalearn import cli, colab, reference, site
+from cudalearn import cli
+from cudalearn.course import colab, site
+from cudalearn.measure import reference
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOKS = sorted(ROOT.glob("book/*.ipynb"))
@@ -28,7 +30,7 @@ AWAITING_GPU_RUN = {
     "11-beyond-two-gpus": "every timed figure needs a machine of several GPUs; none was lent yet (issue 18)",
 }
 SITE_MODULES = ("sphinx", "myst_nb", "sphinx_book_theme", "mathjax", "nbclient")
-KERNEL = "matmul_tiled"  # defined in Chapter 3 (cudalearn.kernels.tiled, shown on the page)
+KERNEL = "matmul_tiled"  # defined in Chapter 3 (cudalearn.chapters.ch03.kernels, shown on the page)
 EXTERNAL = re.compile(r"^(https?:)?//", re.I)
 
 
@@ -265,7 +267,7 @@ def test_gpu_figures_are_labelled_with_a_stored_run_device_and_date(site_dir):
 
 
 def test_claims_tables_render_as_tables(site_dir):
-    # A chapter's claims come out as a Markdown table (cudalearn.sources): the page must show a table.
+    # A chapter's claims come out as a Markdown table (cudalearn.measure.sources): the page must show a table.
     for nb in BOOKS:
         code = " ".join(c.source for c in nbformat.read(nb, as_version=4).cells if c.cell_type == "code")
         if "claims(" in code:

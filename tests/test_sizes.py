@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cudalearn.sizes import SIZES
+from cudalearn.runtime.sizes import SIZES
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("book", "solutions", "labs")
@@ -64,7 +64,7 @@ def test_keys_are_chapter_prefixed_with_both_modes():
 )
 def test_every_size_asked_for_exists(folders, suffix):
     missing = {key: files for key, files in _asked_where(folders, suffix).items() if not _known(key)}
-    assert not missing, f"sizes asked for but not in cudalearn.sizes.SIZES: {missing}"
+    assert not missing, f"sizes asked for but not in cudalearn.runtime.sizes.SIZES: {missing}"
 
 
 def test_every_size_defined_is_asked_for():
@@ -74,30 +74,30 @@ def test_every_size_defined_is_asked_for():
             asked.update(_known(key))
     unused = sorted(set(SIZES) - asked)
     assert not unused, (
-        f"sizes in cudalearn.sizes.SIZES that no notebook, module, script or test asks for: {unused}"
+        f"sizes in cudalearn.runtime.sizes.SIZES that no notebook, module, script or test asks for: {unused}"
     )
 
 
-@pytest.mark.parametrize(
-    ("module", "extra", "why"),
-    [
-        ("ch99", 'SIZES = {"ch4.tile": {"gpu": 32, "sim": 8}}', "must start with 'ch99.'"),
-        ("ch3", 'SIZES = {"ch3.trace_n": {"gpu": 32, "sim": 8}}', "defined twice"),  # beside ch03.py
-    ],
-    ids=["another chapter's key", "a key twice"],
-)
-def test_a_misplaced_or_repeated_size_key_is_refused(tmp_path, monkeypatch, module, extra, why):
-    import importlib
-    import shutil
+def test_a_size_key_of_another_chapter_is_refused(tmp_path, monkeypatch):
+    """chapters/ch99/sizes.py may define ch99.* keys only: a ch4 key there is refused by name."""
+    from cudalearn.runtime import sizes
+
+    root = tmp_path / "fakepkg"
+    for folder in ("", "chapters", "chapters/ch04", "chapters/ch99"):
+        (root / folder).mkdir(exist_ok=True)
+        (root / folder / "__init__.py").write_text("")
+    (root / "chapters" / "ch04" / "sizes.py").write_text('SIZES = {"ch4.tile": {"gpu": 32, "sim": 8}}')
+    (root / "chapters" / "ch99" / "sizes.py").write_text('SIZES = {"ch4.other": {"gpu": 32, "sim": 8}}')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        ImportError, match=r"chapters/ch99/sizes.py defines 'ch4.other': .*must start with 'ch99.'"
+    ):
+        sizes._collect(root / "chapters", "fakepkg.chapters")
+    (root / "chapters" / "ch99" / "sizes.py").write_text('SIZES = {"ch99.other": {"gpu": 32, "sim": 8}}')
     import sys
 
-    import cudalearn.sizes
-
-    copy = tmp_path / "sizes_copy"
-    shutil.copytree(Path(cudalearn.sizes.__file__).parent, copy)
-    (copy / f"{module}.py").write_text(extra)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    for name in [m for m in sys.modules if m == "sizes_copy" or m.startswith("sizes_copy.")]:
-        monkeypatch.delitem(sys.modules, name)  # a chapter module cached by the case before
-    with pytest.raises(ImportError, match=why):
-        importlib.import_module("sizes_copy")
+    monkeypatch.delitem(sys.modules, "fakepkg.chapters.ch99.sizes")
+    assert sizes._collect(root / "chapters", "fakepkg.chapters") == {
+        "ch4.tile": {"gpu": 32, "sim": 8},
+        "ch99.other": {"gpu": 32, "sim": 8},
+    }

@@ -1,9 +1,9 @@
-"""cudalearn.sources: each chapter's claims table, rendered from stored or computed figures (all chapters)."""
+"""measure.sources: each chapter's claims table, rendered from stored or computed figures (all chapters)."""
 
 import numpy as np
 import pytest
 
-from cudalearn import reference, sources
+from cudalearn.measure import reference, sources
 
 HEADER = {"device": "NVIDIA H200", "compute_capability": [9, 0], "date": "2026-11-29"}
 HEADER["versions"] = {"numba-cuda": "0.30.4"}

@@ -10,9 +10,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from cudalearn import collectives_bench, device, dist_program, multigpu, parallel_runs, tp_step
-from cudalearn import tensor_parallel as tp
+from cudalearn.chapters.ch11 import collectives_bench, tp_step
+from cudalearn.chapters.ch11 import tensor_parallel as tp
+from cudalearn.dist import multigpu
+from cudalearn.dist import program as dist_program
+from cudalearn.dist import runs as parallel_runs
 from cudalearn.nn.alexnet import Traffic
+from cudalearn.runtime import device
 
 TOKENS, D_IN, HIDDEN, D_OUT = 6, 8, 16, 12  # hidden and d_out split over 2 and 4 ranks
 
@@ -278,7 +282,8 @@ def test_parallel_runs_worlds_and_rendezvous():
 
 
 def test_a_sweep_stored_from_more_gpus_is_kept(monkeypatch):
-    from cudalearn import device, reference
+    from cudalearn.measure import reference
+    from cudalearn.runtime import device
 
     wide = {"gpus": 8, "worlds": {"1": {}, "8": {}}}
     monkeypatch.setattr(

@@ -9,8 +9,9 @@ import pytest
 from numba import cuda, float32
 
 from cudalearn import checks, exercises
-from cudalearn.kernels import tiled, transpose
-from cudalearn.kernels.matmul import matmul_naive
+from cudalearn.chapters.ch02.kernels.matmul import matmul_naive
+from cudalearn.chapters.ch03 import kernels as tiled
+from cudalearn.chapters.ch04 import kernels as transpose
 from cudalearn.trace import trace
 
 RIGHT_MATMULS = [name for name in tiled.TILES if "one_barrier" not in name]
@@ -434,7 +435,7 @@ def test_lab4_matmul_check():
 
 
 def test_bench_tiling_runs_in_sim_at_a_tiny_size():
-    from cudalearn.bench import tiling as bench
+    from cudalearn.chapters.ch03 import bench
 
     out = io.StringIO()
     with redirect_stdout(out):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from cudalearn import reference, timing
+from cudalearn.measure import reference, timing
 
 
 def test_rates():
@@ -74,7 +74,7 @@ def test_record_writes_only_on_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv(reference.RECORD_ENV, str(path))
     assert reference.record("x", {"v": 1}) == {"v": 1}
     assert not path.exists(), "a simulator run must never write reference figures"
-    from cudalearn import device
+    from cudalearn.runtime import device
 
     monkeypatch.setattr(device, "mode", lambda: "gpu")
     monkeypatch.setattr(reference, "run_header", lambda: {"device": "Fake GPU"})
@@ -93,8 +93,8 @@ def test_stored_reference_files_are_labelled_gpu_runs():
 
 def test_matmul_operands_compute_in_fp32_and_leave_the_tf32_settings_as_they_were():
     torch = pytest.importorskip("torch")
-    from cudalearn import precision
-    from cudalearn.bench.operands import matmul_operands
+    from cudalearn.chapters.ch03.operands import matmul_operands
+    from cudalearn.runtime import precision
 
     before = precision.settings()
     torch.set_float32_matmul_precision("high")  # TF32 allowed, as a notebook might leave it

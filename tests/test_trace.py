@@ -11,10 +11,17 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from numba import cuda, float32  # noqa: E402
 
-from cudalearn import launch, toolchain  # noqa: E402
-from cudalearn.kernels import matmul as kernel_matmul  # noqa: E402
-from cudalearn.kernels import tiled  # noqa: E402
-from cudalearn.trace import TraceError, TraceOutOfBounds, TraceUnsupported, patterns, trace  # noqa: E402
+from cudalearn.chapters.ch02.kernels import matmul as kernel_matmul  # noqa: E402
+from cudalearn.chapters.ch03 import kernels as tiled  # noqa: E402
+from cudalearn.chapters.ch04 import patterns
+from cudalearn.compile import toolchain  # noqa: E402
+from cudalearn.runtime import launch
+from cudalearn.trace import (
+    TraceError,
+    TraceOutOfBounds,
+    TraceUnsupported,
+    trace,  # noqa: E402
+)
 
 TILE = 16
 
@@ -622,7 +629,7 @@ def test_synccheck_flags_a_return_before_the_barriers():
 
 def test_synccheck_passes_a_return_after_the_last_barrier_and_a_guarded_body():
     """A return after the last barrier, or a guard around the store, is valid: nothing is flagged."""
-    from cudalearn.kernels.tiled import matmul_tiled16
+    from cudalearn.chapters.ch03.kernels import matmul_tiled16
 
     grid, block, args = tiled_problem(20, 37, 19)
     for kernel in (tiled_return_after_last_barrier, matmul_tiled16):
@@ -661,7 +668,7 @@ def test_initcheck_flags_a_partial_tile_that_is_not_zero_filled():
     )
     assert rep.barrier_errors == [] and rep.race_count == 0
     assert "3072 uninitialized shared reads (first 20):" in rep.table()
-    from cudalearn.kernels.tiled import matmul_tiled16  # the zero-filled tile
+    from cudalearn.chapters.ch03.kernels import matmul_tiled16  # the zero-filled tile
 
     assert trace(matmul_tiled16, grid, block, *args).uninitialized_reads == 0
 
@@ -788,7 +795,8 @@ def test_trace_kernel_raises_the_sanitizer_findings_with_their_fix():
 
 def test_run_kernel_replays_a_simulator_index_error_under_the_tracer():
     """In sim mode the simulator's IndexError becomes the tracer's report: array, thread, block, line."""
-    from cudalearn import checks, device
+    from cudalearn import checks
+    from cudalearn.runtime import device
 
     if device.mode() != "sim":
         pytest.skip("the simulator's IndexError is a sim-mode path")
@@ -808,7 +816,10 @@ def test_run_kernel_replays_a_simulator_index_error_under_the_tracer():
 
 def reference_launches():
     """(name, kernel, griddim, blockdim, args) of the package's shared-memory kernels, small ragged sizes."""
-    from cudalearn.kernels import linear, regblock, tiled, transpose
+    from cudalearn.chapters.ch03 import kernels as tiled
+    from cudalearn.chapters.ch04 import kernels as transpose
+    from cudalearn.chapters.ch05.kernels import linear
+    from cudalearn.chapters.ch06.kernels import regblock
 
     rng = np.random.default_rng(3)
 
@@ -881,7 +892,7 @@ def test_reference_kernels_pass_the_sanitizer(launch):
     assert rep.sanitizer_message() == ""
 
 
-# --- Nsight Compute's CSV, parsed by cudalearn.toolchain ---
+# --- Nsight Compute's CSV, parsed by cudalearn.compile.toolchain ---
 
 
 # the kernel name as ncu 2025.3 printed it for shared_stride_02 on an H200, and a mangled name

@@ -17,9 +17,11 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from numba import cuda, float32  # noqa: E402
 
-from cudalearn import checks, device, launch, ptx  # noqa: E402
+from cudalearn import checks
 from cudalearn import trace as tracer  # noqa: E402
-from cudalearn.kernels import reductions  # noqa: E402
+from cudalearn.chapters.ch10.kernels import reductions  # noqa: E402
+from cudalearn.compile import ptx  # noqa: E402
+from cudalearn.runtime import device
 from cudalearn.trace import TraceError, WarpError, simulator_lacks, trace  # noqa: E402
 
 FULL = 0xFFFFFFFF
@@ -358,7 +360,7 @@ def test_syncwarp_orders_a_warps_shared_exchange_and_nothing_more():
     assert across.race_count == 64  # syncwarp does not order two warps
 
 
-# --- running kernels the simulator cannot: trace.run, launch.run, checks.run_kernel ----------------
+# --- running kernels the simulator cannot: trace.run, trace.launch, checks.run_kernel ----------------
 
 
 def test_simulator_lacks_names_the_first_missing_call_through_device_functions():
@@ -383,17 +385,17 @@ def test_trace_run_writes_back_into_numpy_and_device_arrays():
 def test_launch_run_traces_what_the_simulator_lacks_and_says_so_once(capsys):
     x = np.random.default_rng(6).random(4096).astype(np.float32)
     out = np.zeros(1, np.float32)
-    launch._TRACED.discard("block_total")
-    launch.run(block_total, 16, 256, x, out)
+    tracer.simulator._TRACED.discard("block_total")
+    tracer.launch(block_total, 16, 256, x, out)
     again = np.zeros(1, np.float32)
-    launch.run(block_total, 16, 256, x, again)
+    tracer.launch(block_total, 16, 256, x, again)
     assert capsys.readouterr().out == (
         "block_total calls cuda.shfl_xor_sync, which Numba's simulator does not implement: cudalearn.trace"
         " ran it on the CPU, the 32 lanes of each warp in lockstep.\n"
     )
     assert out[0] == again[0] and np.isclose(out[0], x.sum(dtype=np.float64), rtol=1e-5)
     copy = np.zeros(40, np.float32)
-    launch.run(plain_copy, 2, 32, x[:40], copy)  # the simulator's launch, nothing printed
+    tracer.launch(plain_copy, 2, 32, x[:40], copy)  # the simulator's launch, nothing printed
     np.testing.assert_array_equal(copy, x[:40])
     assert capsys.readouterr().out == ""
 

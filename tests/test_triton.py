@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("triton", reason="Triton is Linux-only; the course skips its kernels without it")
 torch = pytest.importorskip("torch")
 
-from cudalearn import triton_kernels  # noqa: E402
+from cudalearn.chapters.ch06.kernels import triton_kernels  # noqa: E402
 
 
 def test_runs_under_the_interpreter_in_sim_mode():
@@ -61,7 +61,7 @@ def test_interpreter_works_when_triton_was_imported_first():
     import triton.language  # what the first step of a torch.optim optimizer does
     import cudalearn
     cudalearn.setup("sim", quiet=True)
-    from cudalearn import triton_kernels
+    from cudalearn.chapters.ch06.kernels import triton_kernels
     a, b = torch.randn(20, 9), torch.randn(9, 17)
     torch.testing.assert_close(triton_kernels.matmul(a, b), a @ b)
     print("ok")

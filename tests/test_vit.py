@@ -8,12 +8,14 @@ import torch
 from numba import cuda
 from torch import nn
 
-from cudalearn import checks, datasets, exercises, ptx
-from cudalearn.exercises.vit import _patchify_spec
-from cudalearn.kernels import patchify as patchify_kernels
-from cudalearn.kernels.patchify import patchify, patchify_launch
-from cudalearn.launch import blocks
-from cudalearn.nn import op_costs, vit
+from cudalearn import checks, exercises
+from cudalearn.chapters.ch09 import kernels as patchify_kernels
+from cudalearn.chapters.ch09 import model as vit
+from cudalearn.chapters.ch09.checks import _patchify_spec
+from cudalearn.chapters.ch09.kernels import patchify, patchify_launch
+from cudalearn.compile import ptx
+from cudalearn.nn import datasets, op_costs
+from cudalearn.runtime.launch import blocks
 from cudalearn.trace import trace
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # small models: faster on one CPU thread
@@ -172,7 +174,7 @@ def test_time_shares_print_no_profiler_chatter(capfd):
 
 
 def test_attention_cost_figure_from_formulas_and_times():
-    from cudalearn.figures import attention
+    from cudalearn.chapters.ch09 import figures as attention
 
     tokens = attention.tokens_of(["p=16, N=196", "p=8, N=784"])
     assert tokens == [196, 784]
@@ -286,7 +288,7 @@ def test_lab9_checks_catch_bias_and_types():
 
 def test_patchify_out_of_bounds_is_found_on_the_small_probe_image():
     """On a GPU an out-of-bounds read is silent: the check replays the kernel on a small image instead."""
-    from cudalearn.exercises import vit as vit_checks
+    from cudalearn.chapters.ch09 import checks as vit_checks
 
     @cuda.jit
     def swapped(img, out, p):

@@ -5,13 +5,22 @@ Importing it has no side effect: the first notebook cell calls
 CUDA target is imported. Submodules are imported where they are used.
 """
 
-from cudalearn.device import device_count, info, mode, setup, torch_device
-from cudalearn.sizes import size
+from cudalearn.course.colab import setup_cell as _setup_cell
+from cudalearn.runtime.device import device_count, info, mode, setup, torch_device
+from cudalearn.runtime.sizes import size
+from cudalearn.version import __version__
 
-__version__ = "0.1.0"
-__all__ = ["setup", "mode", "info", "device_count", "torch_device", "size", "show_source", "SETUP_CELL"]
-
-from cudalearn.colab import setup_cell as _setup_cell  # noqa: E402  (reads __version__)
+__all__ = [
+    "setup",
+    "mode",
+    "info",
+    "device_count",
+    "torch_device",
+    "size",
+    "show_source",
+    "SETUP_CELL",
+    "__version__",
+]
 
 #: The first code cell of every notebook (a test checks that they all use exactly this text).
 SETUP_CELL = _setup_cell()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def _labs(args: argparse.Namespace) -> int:
-    from cudalearn import labs
+    from cudalearn.course import labs
 
     if args.action == "build":
         for lab in labs.build(args.root):
@@ -25,7 +25,7 @@ def _labs(args: argparse.Namespace) -> int:
 def _clean(args: argparse.Namespace) -> int:
     import nbformat
 
-    from cudalearn.labs import committed_text, marker_problems
+    from cudalearn.course.labs import committed_text, marker_problems
 
     changed = 0
     misplaced = 0
@@ -46,7 +46,7 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 def _outputs(args: argparse.Namespace) -> int:
-    from cudalearn.labs import fill_outputs
+    from cudalearn.course.labs import fill_outputs
 
     failed = 0
     for path in args.notebooks:
@@ -73,10 +73,10 @@ def _outputs(args: argparse.Namespace) -> int:
 def _reference(args: argparse.Namespace) -> int:
     import json
 
-    from cudalearn import reference
+    from cudalearn.measure import reference
 
     if args.action == "adopt":
-        stored = Path(reference.__file__).parent / "data" / "reference"
+        stored = reference.STORED
         try:
             moved = reference.adopt(args.file, stored, replace_device=args.replace_device)
         except reference.StoredFiguresError as e:
@@ -94,7 +94,7 @@ def _reference(args: argparse.Namespace) -> int:
             return 1
         names = ", ".join(str(p) for p in args.files)
         print(f"wrote {args.out}: {len(data['figures'])} figures from {names}")
-        stored = (Path(reference.__file__).parent / "data" / "reference").resolve()
+        stored = reference.STORED
         if any(
             Path(p).resolve().parent == stored and Path(p).resolve() != args.out.resolve() for p in args.files
         ):
@@ -124,7 +124,7 @@ def _reference(args: argparse.Namespace) -> int:
 
 
 def _site(args: argparse.Namespace) -> int:
-    from cudalearn import site
+    from cudalearn.course import site
 
     try:
         site.build(args.root, args.dir, jobs=args.jobs)
@@ -136,7 +136,8 @@ def _site(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `cudalearn` console command."""
-    from cudalearn import grading, progress
+    from cudalearn import grading
+    from cudalearn.course import progress
 
     parser = argparse.ArgumentParser(prog="cudalearn", description="cudalearn course tools")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="notebooks executed at a time (default: 2)")
     args = parser.parse_args(argv)
     if args.command == "doctor":
-        from cudalearn.doctor import main as doctor_main
+        from cudalearn.course.doctor import main as doctor_main
 
         return doctor_main()
     commands = {"labs": _labs, "clean": _clean, "outputs": _outputs, "reference": _reference}

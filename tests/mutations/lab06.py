@@ -150,7 +150,7 @@ MUTATIONS = [
         "float-casts-folded",
         "matmul_regblock",
         "casts the operands to Python floats; a float32 product is exact in float64, so the compiler folds "
-        "the casts away and the PTX is float32 arithmetic only (checked by cudalearn.ptx)",
+        "the casts away and the PTX is float32 arithmetic only (checked by cudalearn.compile.ptx)",
         ("acc[i, j] += a[i] * b[j]", "acc[i, j] += float(a[i]) * float(b[j])"),
     ),
     wrong(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-from cudalearn import labs
+from cudalearn.course import labs
 from cudalearn.grading import lab as lab_mod
 from mutations import Mutation
 

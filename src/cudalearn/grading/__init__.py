@@ -61,7 +61,7 @@ live (a class to instantiate, a module to differentiate through) runs that
 part as an *experiment* (`checks.student_side`): a function of the course's
 package, run in the student's process, returning only data, from which the
 judge computes the verdict. Kernel launches and host copies are counted by
-`cudalearn.counting` and device arrays get `cudalearn.guard`'s zones, in a
+`cudalearn.runtime.counting` and device arrays get `cudalearn.checks.guard`'s zones, in a
 notebook and in the sandbox alike.
 
 Threat model: what is defended
@@ -151,7 +151,7 @@ Limits: what is not defended
   writes are limited per file, not in total. The grader warns and says so
   in each student's feedback notes.
 - The course's own package is importable in the sandbox: a student can call
-  the reference kernels in `cudalearn.kernels` instead of writing theirs.
+  the reference kernels in `cudalearn.chapters` instead of writing theirs.
   That is an honesty question, not an isolation one.
 - Checks that watch *how* the student's code works rather than what it
   returns get stand-ins: the memory tracer (labs 3-5) gets the kernel

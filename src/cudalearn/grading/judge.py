@@ -37,12 +37,7 @@ from typing import Any
 from cudalearn.grading import wire
 from cudalearn.grading.cells import notebook_namespace
 from cudalearn.grading.channel import Channel
-from cudalearn.grading.errors import (
-    GradingInterrupt,
-    JudgeTimeLimit,
-    student_message,
-    where_suffix,
-)
+from cudalearn.grading.errors import GradingInterrupt, JudgeTimeLimit, student_message, where_suffix
 from cudalearn.grading.process import make_private
 from cudalearn.grading.remote import Remote
 
@@ -272,11 +267,11 @@ def main() -> None:
     os.environ["IPYTHONDIR"] = os.path.join(scratch, ".ipython")
     os.chdir(scratch)
     try:
-        import cudalearn
+        from cudalearn.runtime import device
 
-        cudalearn.setup(quiet=True)  # the mode first, then Numba's own copy_to_host, before any lab cell
+        device.setup(quiet=True)  # the mode first, then Numba's own copy_to_host, before any lab cell
         wire.keep_host_copies()
-        from cudalearn import ptx
+        from cudalearn.compile import ptx
 
         ptx.prestart()  # the compile for a real GPU, that every kernel check runs, warms up meanwhile
         judge = Judge(job)

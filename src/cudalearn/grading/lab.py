@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from cudalearn import labs
+from cudalearn.course import labs
 
 POINTS = re.compile(r"^[ \t]*#[ \t]*POINTS:[ \t]*(\d+(?:\.\d+)?)[ \t]*$", re.M)
 

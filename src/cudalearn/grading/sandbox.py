@@ -73,9 +73,9 @@ def main(argv: list[str]) -> None:
     # The simulator runs a Python thread per CUDA thread (1024 in a 32x32 block): with the default 8 MiB
     # stacks, RLIMIT_DATA would count 8 GiB of address space for one block.
     threading.stack_size(THREAD_STACK)
-    import cudalearn
+    from cudalearn.runtime import device
 
-    cudalearn.setup(quiet=True)
+    device.setup(quiet=True)
     server = Server()
     wire.send(fd_out, {"hello": True, "pid": os.getpid(), **applied})
     while True:

@@ -4,7 +4,7 @@ One namespace, like a notebook kernel's. A request runs a cell, reads a
 name, or calls, indexes or reads an object the student's code made; the
 reply is a value that is data (see `wire`) or a numbered handle on an object
 that stays here. On a GPU a kernel's device-array arguments sit between
-guard zones (`cudalearn.guard`), so a missing bounds guard fails here too.
+guard zones (`checks.guard`), so a missing bounds guard fails here too.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import pickle
 import traceback
 from typing import Any
 
-from cudalearn import counting
 from cudalearn.grading import wire
 from cudalearn.grading.cells import notebook_namespace
+from cudalearn.runtime import counting
 
 STUDENT_OPS = ("exec", "call", "experiment")  # the requests that run the student's code
 
@@ -85,8 +85,8 @@ def _host(x: Any) -> Any:
 
 
 def _guard(a: Any) -> tuple[Any, Any]:
-    """A copy of device array `a` inside the course's guard zones (`cudalearn.guard`): (view, guard)."""
-    from cudalearn.guard import Guarded
+    """A copy of device array `a` inside the course's guard zones (`checks.guard`): (view, guard)."""
+    from cudalearn.checks.guard import Guarded
 
     g = Guarded(a.copy_to_host())
     return g.view, g
@@ -113,7 +113,7 @@ def _parameter_names(obj: Any) -> list[str]:
 
 def _guard_arguments(obj: Any, args: list, kwargs: dict) -> list:
     """On a GPU, give the kernel guarded copies of its device-array arguments; return what to check."""
-    from cudalearn import device
+    from cudalearn.runtime import device
 
     if device.mode() != "gpu":
         return []  # the simulator raises IndexError itself

@@ -157,7 +157,7 @@ _HOST_COPY: dict[type, Callable] = {}
 def keep_host_copies() -> None:
     """Remember Numba device arrays' own copy_to_host, so the channel's copies bypass a check's counters."""
     try:
-        from cudalearn.counting import device_array_class
+        from cudalearn.runtime.counting import device_array_class
 
         cls = device_array_class()
     except ImportError:

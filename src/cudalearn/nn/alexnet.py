@@ -18,8 +18,8 @@ a grouped convolution (`groups=2`).
 - `exchange_bytes` predicts those bytes from the configuration alone.
 - `TrainStep` is one training step of either, ready to time. The data, the
   training loop and the input pipeline of the chapter live in
-  `cudalearn.datasets`, `cudalearn.nn.training` and
-  `cudalearn.nn.input_pipeline`.
+  `cudalearn.nn.datasets`, `cudalearn.nn.training` and
+  `cudalearn.chapters.ch07.input_pipeline`.
 
 Shapes: images (N, C, H, W) float32, labels (N,) int64, logits (N, classes).
 Parameter names in `column_tensors()` are `"<layer>.<column>.weight|bias"`

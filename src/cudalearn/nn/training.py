@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from cudalearn.datasets import Split
+    from cudalearn.nn.datasets import Split
 
 #: The 2012 recipe's weight decay (SGD with momentum 0.9), Chapter 7's default (Krizhevsky et al., 2012).
 WEIGHT_DECAY_2012 = 5e-4

@@ -14,7 +14,7 @@ the instrumented def.
 
 `run(kernel, griddim, blockdim, *args)` is a launch on the CPU: it traces and writes the results back
 into the arguments. `simulator_lacks(kernel)` names the first call Numba's simulator does not implement
-(the warp intrinsics: numba#8433; `cuda.syncwarp`), so that `cudalearn.launch.run` and
+(the warp intrinsics: numba#8433; `cuda.syncwarp`), so that `cudalearn.trace.launch` and
 `checks.run_kernel` run such a kernel here instead (Chapter 10). `report.warp_ops` counts warp-level
 executions per intrinsic (one per warp per call) and `report.atomics` the atomic operations (one per
 thread per call).
@@ -154,10 +154,11 @@ from cudalearn.trace.report import (
     TraceReport,
     UninitializedRead,
 )
-from cudalearn.trace.simulator import run, simulator_lacks
+from cudalearn.trace.simulator import launch, run, simulator_lacks
 
 __all__ = [
     "trace",
+    "launch",
     "run",
     "simulator_lacks",
     "WarpError",

@@ -5,16 +5,15 @@ The kernel sees `fake_cuda.FakeCuda` as its `cuda`; its arrays are `recorder.Tra
 """
 
 import ast
-import copy
 import gc
 import inspect
 import linecache
 import types
-import weakref
 
 import numpy as np
 
-from cudalearn import numba_backend
+from cudalearn.compile import source
+from cudalearn.runtime import numba_backend
 from cudalearn.trace import warp
 from cudalearn.trace.fake_cuda import FakeCuda
 from cudalearn.trace.model import (
@@ -33,7 +32,6 @@ from cudalearn.trace.report import BarrierError, TraceReport
 
 _BARRIERS = {"syncthreads": "sync", "syncthreads_count": "count"}
 _BARRIERS.update(syncthreads_and="and", syncthreads_or="or")
-_VERIFIED: "weakref.WeakKeyDictionary[types.FunctionType, ast.FunctionDef]" = weakref.WeakKeyDictionary()
 REBUILT = "__cudalearn_rebuilt__"  # set in the globals of a function the grader rebuilt (grading.rebuild)
 
 
@@ -151,18 +149,12 @@ def use_tree(fn, fdef):
     `fdef` keeps the line numbers of the text it was parsed from. A function whose globals carry REBUILT
     is traced only this way: reading its source back (inspect) could yield text nobody checked.
     """
-    _VERIFIED[fn] = copy.deepcopy(fdef)
-
-
-def verified_tree(fn):
-    """A copy of the def `use_tree` registered for fn, or None (for readers of a rebuilt kernel: ptx)."""
-    verified = _VERIFIED.get(fn)
-    return None if verified is None else copy.deepcopy(verified)
+    source.use_tree(fn, fdef)
 
 
 def _function_tree(fn):
     """(module, def) of fn's source with its real line numbers: the verified def when it has one."""
-    fdef = verified_tree(fn)
+    fdef = source.verified_tree(fn)
     if fdef is not None:
         return ast.Module(body=[fdef], type_ignores=[]), fdef
     if fn.__globals__.get(REBUILT):

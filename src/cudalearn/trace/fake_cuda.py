@@ -12,12 +12,13 @@ import sys
 
 import numpy as np
 
-from cudalearn import numba_backend
+from cudalearn.runtime import numba_backend
 from cudalearn.trace.model import (
     MAX_STATIC_SHARED,
     SHARED_ALIGN,
     WARP_SIZE,
     Dim3,
+    LocalArray,
     TraceError,
     TraceUnsupported,
 )
@@ -72,11 +73,6 @@ class _Shared:
             name = m.group(1) if m else f"shared@{site[1]}"
             arr = rec.shared_arrays[site] = rec.allocate(name, True, base, data)
         return arr
-
-
-class LocalArray(np.ndarray):
-    """A thread's cuda.local array in the tracer: NumPy's own indexing (untraced), but told apart from
-    other arrays when an index falls outside it (`Recorder.local_out_of_bounds`)."""
 
 
 class _Local:

@@ -86,3 +86,8 @@ def dim3(d, what, least=1) -> tuple:
     if not 1 <= len(t) <= 3 or not all(isinstance(v, (int, np.integer)) and v >= least for v in t):
         raise TraceError(f"{what} must be an int or a tuple of 1-3 ints >= {least}, got {d!r}")
     return tuple(int(v) for v in t) + (least,) * (3 - len(t))
+
+
+class LocalArray(np.ndarray):
+    """A thread's cuda.local array in the tracer: NumPy's own indexing (untraced), but told apart from
+    other arrays when an index falls outside it (`Recorder.local_out_of_bounds`)."""

@@ -18,6 +18,7 @@ from cudalearn.trace.model import (
     MAX_RACES,
     NUM_BANKS,
     STORE,
+    LocalArray,
     TraceEndless,
     TraceError,
     TraceOutOfBounds,
@@ -373,8 +374,6 @@ class Recorder:
             tb = tb.tb_next
         if frame is None:
             return e
-        from cudalearn.trace.fake_cuda import LocalArray
-
         node = _executing_node(frame)
         if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
             return e

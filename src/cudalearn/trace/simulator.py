@@ -2,7 +2,9 @@
 
 Numba's simulator has no warp intrinsics (`cuda.shfl_down_sync`..., numba#8433) and no `cuda.syncwarp`;
 `simulator_lacks` finds the first such call in a kernel or its device functions, read from their syntax
-trees, and `run` executes the kernel with `cudalearn.trace` and writes its results back like a launch.
+trees, and `run` executes the kernel with `cudalearn.trace` and writes its results back like a launch;
+`launch` is the launch of a kernel that may use warp intrinsics: on a GPU the launch itself, under the
+simulator `run` when the simulator lacks what the kernel calls.
 """
 
 import ast
@@ -113,3 +115,33 @@ def run(kernel, griddim, blockdim, *args) -> TraceReport:
 
             arg.copy_(torch.from_numpy(out))
     return report
+
+
+_TRACED: set = set()  # kernels whose "ran on the tracer" line was printed
+
+
+def launch(kernel, griddim, blockdim, *args) -> None:
+    """kernel[griddim, blockdim](*args), the launch of a kernel that may use warp intrinsics (Chapter 10).
+
+    On a GPU it is that launch and nothing else. Under the simulator a kernel that calls what the
+    simulator lacks (`cudalearn.trace.simulator_lacks`: the warp shuffles, votes, syncwarp) runs on the
+    CPU through `run` instead, its results written back into the arguments, with one
+    printed line per kernel saying so.
+    """
+    from cudalearn.runtime import device
+
+    if device.mode() != "sim":
+        kernel[griddim, blockdim](*args)
+        return
+    lacks = simulator_lacks(kernel)
+    if lacks is None:
+        kernel[griddim, blockdim](*args)
+        return
+    name = execute._python_function(kernel).__name__
+    if name not in _TRACED:
+        _TRACED.add(name)
+        print(
+            f"{name} calls {lacks}, which Numba's simulator does not implement: cudalearn.trace ran it on"
+            " the CPU, the 32 lanes of each warp in lockstep."
+        )
+    run(kernel, griddim, blockdim, *args)
