@@ -128,12 +128,17 @@ def test() -> int:
             "no:cacheprovider",
         ],
     ]
-    failed = []
+    failed, spent = [], []
     t0 = time.time()
     for step in steps:
+        name = " ".join(str(s.name if isinstance(s, Path) else s) for s in step[:3])
+        t = time.time()
         if _run(step, env=env) != 0:
-            failed.append(" ".join(str(s.name if isinstance(s, Path) else s) for s in step[:3]))
-    _say(f"tests took {time.time() - t0:.0f} s")
+            failed.append(name)
+        spent.append((name, time.time() - t))
+    _say(f"tests took {time.time() - t0:.0f} s:")
+    for name, seconds in spent:
+        _say(f"  {seconds:6.0f} s  {name}")
     if failed:
         _say("FAILED: " + "; ".join(failed))
         return 1

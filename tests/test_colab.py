@@ -148,3 +148,15 @@ def test_every_course_notebook_starts_with_the_setup_cell_and_its_badge(path):
 
 def test_the_package_setup_cell_is_the_colab_one():
     assert cudalearn.SETUP_CELL == colab.setup_cell()
+
+
+def test_fix_inserts_the_setup_cell_before_a_new_notebooks_own_first_cell():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Chapter 12 · Scans"), nbformat.v4.new_code_cell("x = 1")]
+    colab.fix(nb, "book/12-scans.ipynb")
+    assert [c.source for c in nb.cells[1:]] == [colab.setup_cell(), "x = 1"], "the chapter's cell is kept"
+    nb.cells[1].source = nb.cells[1].source.replace(colab.version(), "0.0.1")  # an older setup cell
+    colab.fix(nb, "book/12-scans.ipynb")
+    assert [c.source for c in nb.cells[1:]] == [colab.setup_cell(), "x = 1"], "rewritten, not inserted again"

@@ -19,6 +19,8 @@ from cudalearn.grading import lab as lab_mod
 from cudalearn.grading.grader import command, job_for
 from cudalearn.grading.landlock import landlock_abi
 
+pytestmark = pytest.mark.grader
+
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import plants  # noqa: E402
 

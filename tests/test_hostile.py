@@ -26,6 +26,8 @@ from cudalearn.grading.namespaces import probe_namespaces
 from cudalearn.grading.report import feedback_names
 from cudalearn.grading.submissions import find_submissions, read_submission
 
+pytestmark = pytest.mark.grader
+
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import plants  # noqa: E402
 

@@ -23,6 +23,8 @@ from mutations import runner
 from cudalearn.grading import Limits, grade
 from cudalearn.grading import lab as lab_mod
 
+pytestmark = pytest.mark.grader
+
 LIMITS = Limits(timeout=300, cell_timeout=120, memory_mb=3072)
 MARKERS = Path(tempfile.gettempdir()) / f"judge-pwned-{os.getpid()}"  # where an attack's code would write
 

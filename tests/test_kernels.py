@@ -29,6 +29,8 @@ from cudalearn.chapters.ch02.kernels import matmul, strided_copy
 from cudalearn.compile import ptx
 from cudalearn.runtime import launch
 
+pytestmark = pytest.mark.compile
+
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = kernel_modules()
 

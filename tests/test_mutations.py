@@ -12,6 +12,8 @@ passes both; the lab's own solution gets full marks.
 import pytest
 from mutations import runner
 
+pytestmark = pytest.mark.corpus
+
 LABS = runner.labs_with_corpus()
 ENTRIES = [(lab, m) for lab in LABS for m in runner.corpus(lab)]
 _RUNS: dict = {}
@@ -24,7 +26,7 @@ def _params(where: str):
         marks = []
         if m.known and (m.known.startswith(where) or ":" not in m.known.split()[0]):
             marks = [pytest.mark.xfail(strict=True, reason=f"known hole: {m.known}")]
-        out.append(pytest.param((lab, m), id=f"{lab}-{m.name}", marks=marks))
+        out.append(pytest.param((lab, m), id=f"lab{lab}-{m.name}", marks=marks))
     return out
 
 
@@ -49,7 +51,7 @@ def graded(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("lab", LABS)
+@pytest.mark.parametrize("lab", LABS, ids=lambda lab: f"lab{lab}")
 def test_solution_gets_full_marks(graded, lab):
     r = graded(lab)["solution"]
     assert r.total == r.max_total, (
@@ -65,7 +67,7 @@ def test_graded(graded, entry):
     assert problem is None, f"lab {lab}, {m.name} ({m.why}): {problem}"
 
 
-@pytest.mark.parametrize("lab", LABS)
+@pytest.mark.parametrize("lab", LABS, ids=lambda lab: f"lab{lab}")
 def test_every_exercise_has_its_corpus(lab):
     """At least 8 wrong answers per kernel exercise, 3 per other exercise, 2 valid alternatives each."""
     plan = runner.VisibleRun(lab).plan if lab not in _RUNS else _RUNS[lab].plan

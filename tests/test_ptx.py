@@ -18,6 +18,8 @@ from cudalearn.chapters.ch03 import kernels as tiled
 from cudalearn.chapters.ch05.kernels import linear
 from cudalearn.compile import ptx
 
+pytestmark = pytest.mark.compile
+
 TILE = 32
 PADDED = TILE + 1
 

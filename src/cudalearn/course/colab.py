@@ -99,14 +99,18 @@ def problems(nb: Any, path: str | Path) -> list[str]:
 
 
 def fix(nb: Any, path: str | Path) -> Any:
-    """Put the setup cell and the badge for `path` into a notebook (an nbformat node), in place."""
+    """Put the setup cell and the badge for `path` into a notebook (an nbformat node), in place.
+
+    An existing setup cell (the first code cell, calling `cudalearn.setup()`) is rewritten; any other
+    first code cell is kept, and the setup cell is inserted before it."""
     import nbformat
 
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    if code:
-        code[0].source = setup_cell()
-    else:
-        nb.cells.append(nbformat.v4.new_code_cell(setup_cell()))
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    if code and "cudalearn.setup(" in nb.cells[code[0]].source:  # a setup cell, of another version
+        nb.cells[code[0]].source = setup_cell()
+    else:  # a new notebook: its first code cell is the chapter's own, so the setup cell goes before it
+        at = code[0] if code else len(nb.cells)
+        nb.cells.insert(at, nbformat.v4.new_code_cell(setup_cell()))
     md = [c for c in nb.cells if c.cell_type == "markdown"]
     if md:
         md[0].source = set_badge(md[0].source, path)
