@@ -6,7 +6,6 @@ lab's mutation corpus and nothing else, and the time each area took, printed at 
 
 import os
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -40,10 +39,17 @@ def _lab_of(item) -> str | None:
     return params.get("lab") if item.get_closest_marker("corpus") else None
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if type(item).__name__ == "IPyNbCell":  # nbval's cells of book/ and solutions/
             item.add_marker(pytest.mark.notebooks)
+        # Under `-n N --dist loadgroup` (run.py test) a group runs in one worker, in order: a file's tests
+        # (its module fixtures and a notebook's cells are built once), except the corpus, whose tests go
+        # by lab (a lab is graded once, by its `graded` fixture).
+        lab = _lab_of(item)
+        group = f"lab{lab}" if lab is not None else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
     lab = config.getoption("--lab")
     if lab is None:
         return
@@ -59,23 +65,24 @@ _SPENT: dict = defaultdict(float)
 _COUNT: dict = defaultdict(int)
 
 
-def _area(item) -> str:
-    return next((m for m in AREAS if item.get_closest_marker(m)), "other")
+def pytest_runtest_setup(item):
+    """Tell the report which area the test belongs to (user_properties cross pytest-xdist's wire)."""
+    area = next((m for m in AREAS if item.get_closest_marker(m)), "other")
+    item.user_properties.append(("area", area))
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    t0 = time.perf_counter()
-    yield
-    area = _area(item)
-    _SPENT[area] += time.perf_counter() - t0
-    _COUNT[area] += 1
+def pytest_runtest_logreport(report):
+    """Add up each test's time by area (in the main process, under pytest-xdist too)."""
+    area = dict(report.user_properties).get("area", "other")
+    _SPENT[area] += report.duration
+    _COUNT[area] += report.when == "call"
 
 
-def pytest_terminal_summary(terminalreporter):
-    if not _SPENT:
+def pytest_terminal_summary(terminalreporter, config):
+    if not _SPENT or hasattr(config, "workerinput"):
         return
-    terminalreporter.section("time by area")
+    workers = getattr(config.option, "numprocesses", None)
+    terminalreporter.section("time by area" + (f" (summed over {workers} workers)" if workers else ""))
     for area in sorted(_SPENT, key=_SPENT.get, reverse=True):
         terminalreporter.write_line(f"{area:>10}: {_SPENT[area]:7.0f} s  ({_COUNT[area]} tests)")
 
