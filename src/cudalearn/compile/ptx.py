@@ -32,6 +32,8 @@ import os
 import pickle
 import re
 import select
+import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -48,6 +50,8 @@ from cudalearn.compile.source import T4, _jitted_py_func, kernel_function
 
 FIRST_TIMEOUT_S = 180.0  # the first compile starts the worker and loads NVVM
 TIMEOUT_S = 60.0
+#: in a judge, its compile worker forked by the grade run's server (`forkserver`): "FD:PID"
+WORKER_ENV = "CUDALEARN_PTX_WORKER"
 
 _CACHE: dict[tuple, tuple[str, str]] = {}  # key -> ("ok", ptx) | ("error", compiler message)
 TIMINGS: list[tuple[str, float]] = []  # (kernel name, seconds) of each compile that ran (not cached)
@@ -204,9 +208,21 @@ def _serve() -> None:
 
 
 class _Worker:
-    """A process with Numba's real CUDA target that compiles kernels for a parent under the simulator."""
+    """A process with Numba's real CUDA target that compiles kernels for a parent under the simulator.
+
+    In a judge of `cudalearn grade`, the first worker is the one the grade run's compile server forked
+    for it (`forkserver`: NVVM already loaded, earlier submissions' results kept), named by the
+    environment (`WORKER_ENV`); any later one (after a timeout) is started here.
+    """
 
     def __init__(self) -> None:
+        self.owner, self.answered, self.proc = os.getpid(), False, None
+        given = os.environ.pop(WORKER_ENV, "")
+        if given:
+            fd, pid = (int(x) for x in given.split(":"))
+            self.sock = socket.socket(fileno=fd)
+            self.writer, self.fd, self.worker_pid = self.sock.makefile("wb"), fd, pid
+            return
         env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
         env["CUDALEARN_MODE"] = "compile"  # a cudalearn module the kernel names may be imported there
         root = str(Path(__file__).resolve().parents[2])
@@ -219,15 +235,23 @@ class _Worker:
             stderr=subprocess.DEVNULL,
             env=env,
         )
-        self.pid, self.answered = os.getpid(), False
+        self.writer, self.fd, self.worker_pid = self.proc.stdin, self.proc.stdout.fileno(), self.proc.pid
 
     def alive(self) -> bool:
-        return self.pid == os.getpid() and self.proc.poll() is None
+        if self.owner != os.getpid():
+            return False
+        if self.proc is not None:
+            return self.proc.poll() is None
+        try:
+            os.kill(self.worker_pid, 0)
+        except OSError:
+            return False
+        return self.writer is not None
 
     def request(self, payload: bytes, sig: tuple, cc: tuple[int, int]) -> tuple[str, str]:
-        _write(self.proc.stdin, (payload, sig, cc))
+        _write(self.writer, (payload, sig, cc))
         deadline = time.monotonic() + (TIMEOUT_S if self.answered else FIRST_TIMEOUT_S)
-        fd, data = self.proc.stdout.fileno(), b""
+        fd, data = self.fd, b""
         need = 8
         while len(data) < need:
             left = deadline - time.monotonic()
@@ -244,6 +268,16 @@ class _Worker:
         return pickle.loads(data[8:])
 
     def close(self) -> None:
+        if self.proc is None:  # the compile server's worker: not our child, killed by pid
+            if self.writer is not None:
+                self.writer.close()
+                self.sock.close()
+                self.writer = None
+            try:
+                os.kill(self.worker_pid, signal.SIGKILL)
+            except OSError:
+                pass
+            return
         for stream in (self.proc.stdin, self.proc.stdout):
             stream.close()
         if self.proc.poll() is None:
@@ -257,7 +291,7 @@ _WORKER: _Worker | None = None
 @atexit.register
 def _stop_worker() -> None:
     """Stop this process's compile worker at exit."""
-    if _WORKER is not None and _WORKER.pid == os.getpid():
+    if _WORKER is not None and _WORKER.owner == os.getpid():
         _WORKER.close()
 
 

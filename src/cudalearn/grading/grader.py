@@ -19,6 +19,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from cudalearn.compile import forkserver, ptx
 from cudalearn.grading import lab as lab_mod
 from cudalearn.grading import match, process, python_command
 from cudalearn.grading.limits import (
@@ -84,13 +85,25 @@ def job_for(lab: lab_mod.Lab, answers: list[match.Answer], limits: Limits) -> di
     }
 
 
-def _run_judge(job: dict, limits: Limits, group: process.Cgroup | None = None) -> dict:
+def _run_judge(
+    job: dict, limits: Limits, group: process.Cgroup | None = None, compiler: forkserver.Server | None = None
+) -> dict:
     """Run one judge process with its own memory limit; a backstop kills it and its sandboxes if it overruns.
 
     `group` (a cgroup) holds the judge and every sandbox it starts; it is emptied when the judge ends.
+    `compiler` (the grade run's compile server) forks the judge's compile worker, which is put in the
+    judge's group and limits and killed when the judge ends.
     """
     env = {**os.environ, "MPLBACKEND": "Agg"}
     env.pop(process.CGROUP_ENV, None)
+    env.pop(ptx.WORKER_ENV, None)
+    sock, worker = None, None
+    if compiler is not None:
+        try:
+            sock, worker = compiler.worker()
+            env[ptx.WORKER_ENV] = f"{sock.fileno()}:{worker}"
+        except OSError:  # no server: the judge starts its own worker, as outside a grade run
+            sock, worker = None, None
     judge_group = None
     if group is not None:
         try:
@@ -99,22 +112,30 @@ def _run_judge(job: dict, limits: Limits, group: process.Cgroup | None = None) -
             env[process.CGROUP_ENV] = group.spec
         except OSError:
             judge_group = None
-    proc = subprocess.Popen(
-        python_command(JUDGE_MODULE),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env=env,
-    )
     try:
-        if judge_group is not None:
-            judge_group.add(proc.pid)
-        if hasattr(os, "prlimit"):
-            mem = judge_memory(limits) << 20
-            import resource
+        proc = subprocess.Popen(
+            python_command(JUDGE_MODULE),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+            pass_fds=() if sock is None else (sock.fileno(),),
+        )
+    finally:
+        if sock is not None:
+            sock.close()  # the judge holds its own copy
+    try:
+        for pid in (proc.pid, worker):
+            if pid is None:
+                continue
+            if judge_group is not None:
+                judge_group.add(pid)
+            if hasattr(os, "prlimit"):
+                mem = judge_memory(limits) << 20
+                import resource
 
-            os.prlimit(proc.pid, resource.RLIMIT_DATA, (mem, mem))  # with no cgroup, the judge alone
+                os.prlimit(pid, resource.RLIMIT_DATA, (mem, mem))  # with no cgroup, each process alone
     except OSError:
         pass
     try:
@@ -129,6 +150,11 @@ def _run_judge(job: dict, limits: Limits, group: process.Cgroup | None = None) -
     finally:
         if group is not None:
             group.kill()  # whatever the judge left (a sandbox of a judge that died): nothing stays
+        if worker is not None:
+            try:
+                os.kill(worker, signal.SIGKILL)  # the judge's compile worker, in no group without cgroups
+            except OSError:
+                pass
     lines = out.splitlines()
     try:
         result = json.loads(lines[-1])
@@ -166,6 +192,7 @@ def grade_one(
     limits: Limits,
     notebook: object = None,
     group: process.Cgroup | None = None,
+    compiler: forkserver.Server | None = None,
 ) -> Result:
     """Grade one submitted notebook of `lab` (the student's code runs in other processes only)."""
     limits = student_user(limits)
@@ -176,7 +203,7 @@ def grade_one(
         notebook = sub.notebook
     answers = match.find_answers(lab, notebook)
     notes = [a.note for a in answers if a.note]
-    raw = _run_judge(job_for(lab, answers, limits), limits, group)
+    raw = _run_judge(job_for(lab, answers, limits), limits, group, compiler)
     if "fatal" in raw:
         msg = f"the grader failed on this notebook ({raw['fatal']}); ask your instructor to look at it"
         res = all_errors(lab, student, path, msg, notes=notes, grader_error=raw["fatal"])
@@ -221,6 +248,10 @@ def grade(
     top = grader_cgroup()
     notes = containment_notes(limits, cgroup=top is not None)
     seq = itertools.count(1)
+    try:
+        compiler = forkserver.Server()  # NVVM loaded once for the run; a worker forked per judge
+    except OSError:
+        compiler = None
 
     def run(entry: tuple[Submission, list[Path]]) -> Result:
         group = None
@@ -229,12 +260,14 @@ def grade(
                 group = top.child(f"n{next(seq)}")
             except OSError:
                 group = None
-        return _graded(plan, *entry, limits, group, notes)
+        return _graded(plan, *entry, limits, group, notes, compiler)
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             results = list(pool.map(run, picked))
     finally:
+        if compiler is not None:
+            compiler.close()
         if top is not None:
             top.kill()
     mark_identical(plan, results, {s.student: s for s, _ in picked})
@@ -250,13 +283,14 @@ def _graded(
     limits: Limits,
     group: process.Cgroup | None = None,
     notes: list[str] = (),
+    compiler: forkserver.Server | None = None,
 ) -> Result:
     """Grade one student's picked notebook; any failure becomes that student's error row, not the class's."""
     if sub.error:
         result = all_errors(plan, sub.student, sub.path, f"could not read your notebook: {sub.error}")
     else:
         try:
-            result = grade_one(plan, sub.student, sub.path, limits, sub.notebook, group)
+            result = grade_one(plan, sub.student, sub.path, limits, sub.notebook, group, compiler)
         except Exception as e:  # a grader bug on this notebook: reported on its row
             msg = f"the grader failed on this notebook ({type(e).__name__}: {e}); ask your instructor"
             result = all_errors(plan, sub.student, sub.path, msg, grader_error=str(e))

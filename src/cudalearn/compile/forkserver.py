@@ -1,0 +1,166 @@
+"""A warm compile worker for every judge of a grade run, forked from one process (grading).
+
+Every kernel check compiles the student's kernel for a real GPU in a worker process with Numba's
+real target (`ptx`): a fresh Python that imports Numba and loads NVVM, about a second of CPU before
+its first compile. A grade run starts one `Server` instead: it does that work once, then forks a
+worker for each judge, a fresh process that serves that judge alone over a socket pair and inherits
+NVVM loaded. It also keeps every compile result its workers report, so a later worker answers a
+kernel that an earlier submission compiled (the same pickled function, signature and target, hence
+the same PTX) without compiling it again; a worker that times out reports nothing.
+
+Nothing of a student's reaches the server except the verified kernels their judges send to its
+workers, and a worker is a separate process that the grader ends with its judge. Student code never
+sees the socket: the judge's sandbox inherits no file descriptor of the judge.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from cudalearn.compile import ptx
+
+_FORK = b"F"
+
+
+class Server:
+    """The grade run's compile server: `worker()` forks a fresh worker and returns its socket and pid."""
+
+    def __init__(self) -> None:
+        mine, theirs = socket.socketpair()
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+        env["CUDALEARN_MODE"] = "compile"
+        root = str(Path(__file__).resolve().parents[2])
+        path = [root, *(p for p in sys.path if p and os.path.isdir(p))]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
+        die = "sys.platform.startswith('linux') and __import__('ctypes').CDLL(None).prctl(1, 9, 0, 0, 0)"
+        boot = f"import sys; {die}; from cudalearn.compile.forkserver import _main; _main({theirs.fileno()})"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", boot],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+            env=env,
+        )
+        theirs.close()
+        self.control = mine
+        self._lock = threading.Lock()
+
+    def worker(self, timeout: float = 240.0) -> tuple[socket.socket, int]:
+        """(the judge's end of a socket pair, the pid of the worker forked to serve its other end)."""
+        mine, theirs = socket.socketpair()
+        try:
+            with self._lock:
+                socket.send_fds(self.control, [_FORK], [theirs.fileno()])
+                self.control.settimeout(timeout)  # the first fork waits for NVVM to load
+                reply = self.control.recv(4)
+        finally:
+            theirs.close()
+        if len(reply) < 4:
+            mine.close()
+            raise OSError("the compile server did not fork a worker")
+        return mine, struct.unpack(">i", reply)[0]
+
+    def close(self) -> None:
+        """End the server (its workers end with their judges; the grader kills what is left)."""
+        self.control.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _main(fd: int) -> None:
+    """The server: load Numba's real target and NVVM, then fork a worker for each request."""
+    control = socket.socket(fileno=fd)
+    ptx._pretend_device(ptx.T4)
+    ptx._compile_here(ptx._warm_up_kernel, ptx.signature_types("void(float32[::1])"), ptx.T4)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped as they end
+    cache: dict = {}
+    reports: list[int] = []  # the read ends of the workers' report pipes, one a worker
+    while True:
+        ready, _, _ = select.select([control, *reports], [], [])
+        for r in [r for r in ready if r in reports]:
+            if not _keep(r, cache):
+                os.close(r)
+                reports.remove(r)
+        if control not in ready:
+            continue
+        try:
+            msg, fds, _, _ = socket.recv_fds(control, 1, 1)
+        except OSError:
+            return
+        if not msg or not fds:
+            return  # the grader ended
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: this judge's socket and its report pipe, nothing else of the server
+            control.close()
+            os.close(r)
+            for other in reports:
+                os.close(other)
+            _serve(socket.socket(fileno=fds[0]), cache, w)
+            os._exit(0)
+        os.close(fds[0])
+        os.close(w)
+        reports.append(r)
+        control.sendall(struct.pack(">i", pid))
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    """n bytes from fd, or fewer at its end."""
+    data = b""
+    while len(data) < n:
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _keep(fd: int, cache: dict) -> bool:
+    """Read one result a worker reported, (key, result), into the cache; False at the pipe's end."""
+    head = _read_exact(fd, 8)
+    if len(head) < 8:
+        return False
+    n = struct.unpack(">Q", head)[0]
+    data = _read_exact(fd, n)
+    if len(data) < n:
+        return False  # a worker killed mid-write: the record is dropped
+    key, result = pickle.loads(data)  # written by a worker of this server (see `_serve`)
+    cache[key] = result
+    return True
+
+
+def _serve(sock: socket.socket, cache: dict, report: int) -> None:
+    """A worker: answer its judge's (payload, sig, cc) requests as `ptx._serve` does, from the cache
+    the server had when it forked this worker, else by compiling (and reporting what it compiled)."""
+    import hashlib
+
+    os.setsid()  # its own group: the grader kills it by pid, never the server with it
+    reader, writer = sock.makefile("rb"), sock.makefile("wb")
+    while (request := ptx._read(reader)) is not None:
+        payload, sig, cc = request
+        key = (hashlib.sha256(payload).digest(), tuple(str(t) for t in sig), tuple(cc))
+        answer = cache.get(key)
+        if answer is None:
+            try:
+                ptx._pretend_device(cc)
+                answer = ("ok", ptx._compile_here(pickle.loads(payload), sig, cc))
+            except BaseException as e:  # noqa: BLE001  (every failure goes back to the judge)
+                answer = ptx._outcome(e)
+            if answer[0] != "unavailable":
+                cache[key] = answer
+                data = pickle.dumps((key, answer), protocol=pickle.HIGHEST_PROTOCOL)
+                record = memoryview(struct.pack(">Q", len(data)) + data)
+                while record:
+                    record = record[os.write(report, record) :]
+        ptx._write(writer, answer)
