@@ -2,10 +2,12 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
 
+from cudalearn.chapters.ch07 import ddp_step, placement
 from cudalearn.dist import multigpu
 
 
@@ -21,26 +23,26 @@ from cudalearn.dist import multigpu
     ],
 )
 def test_place_columns_falls_back(gpus, want, devices, kind):
-    p = multigpu.place_columns(want, gpus=gpus)
+    p = placement.place_columns(want, gpus=gpus)
     assert (p.devices, p.kind) == (devices, kind)
     assert str(p) == p.note and p.note
 
 
 def test_asking_for_two_gpus_on_one_says_so_and_strict_refuses():
-    p = multigpu.place_columns(2, gpus=1)
+    p = placement.place_columns(2, gpus=1)
     assert "You asked for two GPUs" in p.note and "Falling back to one GPU" in p.note and "Colab" in p.note
     with pytest.raises(multigpu.NotEnoughGPUs, match="only 1"):
-        multigpu.place_columns(2, gpus=1, strict=True)
+        placement.place_columns(2, gpus=1, strict=True)
     with pytest.raises(multigpu.NotEnoughGPUs, match="No GPU"):
-        multigpu.place_columns(2, gpus=0, strict=True)
-    assert multigpu.place_columns(1, gpus=1, strict=True).kind == "one GPU"
+        placement.place_columns(2, gpus=0, strict=True)
+    assert placement.place_columns(1, gpus=1, strict=True).kind == "one GPU"
     with pytest.raises(ValueError, match="1 or 2"):
-        multigpu.place_columns(3)
+        placement.place_columns(3)
 
 
 def test_the_simulator_uses_the_cpu_and_gloo():
     assert multigpu.gpu_count() == 0
-    assert multigpu.place_columns(2).devices == ("cpu", "cpu")
+    assert placement.place_columns(2).devices == ("cpu", "cpu")
     assert multigpu.ddp_backend(2) == "gloo"
 
 
@@ -60,7 +62,8 @@ def test_allreduce_bytes():
 
 
 def test_the_ddp_program_ships_in_the_package():
-    assert multigpu.DDP_STEP.is_file() and multigpu.DDP_STEP.parent.name == "ch07"
+    path = Path(ddp_step.__file__)
+    assert path.is_file() and path.parent.name == "ch07"
 
 
 def test_step_ms_on_the_cpu():
@@ -70,13 +73,13 @@ def test_step_ms_on_the_cpu():
 
 
 def test_data_parallel_step_equals_one_process_on_the_whole_batch(tmp_path):
-    done = multigpu.torchrun(multigpu.DDP_STEP, "--out", tmp_path, "--batch", 8, nproc=2, timeout=240)
+    done = multigpu.torchrun(ddp_step.__file__, "--out", tmp_path, "--batch", 8, nproc=2, timeout=240)
     assert done.returncode == 0
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert [r["backend"] for r in ranks] == ["gloo", "gloo"] and ranks[0]["world"] == 2
     weights = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
-    net, x, y = multigpu.ddp_problem(8)
-    losses = multigpu.sgd_steps(net, x, y, 2)
+    net, x, y = ddp_step.ddp_problem(8)
+    losses = ddp_step.sgd_steps(net, x, y, 2)
     for key, value in net.state_dict().items():
         assert torch.equal(weights[0][key], weights[1][key]), key
         torch.testing.assert_close(weights[0][key], value, rtol=1e-4, atol=1e-6)

@@ -1,4 +1,4 @@
-"""Chapter 11's torchrun programs, ddp_scaling and fsdp_fit, run in CPU processes with gloo."""
+"""The torchrun programs of Chapters 11 and 7 in CPU processes with gloo, and the skeleton they share."""
 
 import json
 import math
@@ -9,7 +9,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from cudalearn.chapters.ch11 import ddp_scaling, fsdp_fit, tp_step
+from cudalearn.chapters.ch07 import ddp_step
+from cudalearn.chapters.ch11 import collectives_bench, ddp_scaling, fsdp_fit, tp_step
 from cudalearn.dist import multigpu
 from cudalearn.dist import program as dist_program
 from cudalearn.dist import runs as parallel_runs
@@ -147,7 +148,7 @@ def test_shards_by_rank_follow_torch_chunk():
     assert sum(r["total"] for r in by_rank) == 16 * 13
 
 
-@pytest.mark.parametrize("program", [ddp_scaling, fsdp_fit])
+@pytest.mark.parametrize("program", [ddp_scaling, fsdp_fit, ddp_step])
 def test_refuses_nccl_without_gpus(program, tmp_path, monkeypatch):
     # main() as torchrun would start it in one process: it stops before any process group starts
     monkeypatch.setenv("LOCAL_RANK", "0")
@@ -172,6 +173,15 @@ def test_the_programs_name_their_dtypes_from_one_table(tmp_path):
         assert program.parse(["--out", str(tmp_path), "--dtype", "bfloat16"]).dtype == "bfloat16"
         with pytest.raises(SystemExit):
             program.parse(["--out", str(tmp_path), "--dtype", "float64"])
+
+
+def test_every_program_takes_the_skeletons_options(tmp_path):
+    # dist_program.parser gives every torchrun program --out and --backend; run_program resolves 'auto'
+    for program in (ddp_step, tp_step, collectives_bench, ddp_scaling, fsdp_fit):
+        args = program.parse(["--out", str(tmp_path)])
+        assert (args.out, args.backend) == (tmp_path, "auto"), program.__name__
+        with pytest.raises(SystemExit):
+            program.parse(["--out", str(tmp_path), "--backend", "mpi"])
 
 
 def test_wrong_options_are_sentences(tmp_path):

@@ -1,17 +1,24 @@
-"""What every torchrun program of Chapter 11 does first and last: backend, device, a run's header.
+"""What every torchrun program of Chapters 7 and 11 does first and last: options, backend, a run's header.
 
-`tp_step`, `collectives_bench`, `ddp_scaling` and `fsdp_fit` run one process
-per GPU under torchrun. Each starts with `start` (NVLink multicast off, the
-backend chosen, NCCL refused without a GPU per process, the process group
-started), writes `run_info` at the head of its JSON (`write_run`), and meets
-the other processes with `barrier` and `gather`.
+`ddp_step` (Chapter 7), `tp_step`, `collectives_bench`, `ddp_scaling` and
+`fsdp_fit` (Chapter 11) run one process per GPU under torchrun. Each builds
+its command line on `parser` (--out, --backend), and its `main` hands
+`run_program` only what is its own: the work of one process. `run_program`
+starts (`start`: NVLink multicast off, the backend chosen, NCCL refused
+without a GPU per process, the process group started), runs that work,
+writes `run_info` at the head of the run's JSON (`write_run`), meets the
+other processes (`barrier`) and ends the group. `fill_unset` and
+`at_least` give options their backend's defaults and refuse wrong ones;
+`gather` and `slowest_ms` meet the other processes with figures.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,6 +32,40 @@ from cudalearn.runtime.device import cpu_name
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
 #: What the --dtype of ddp_scaling and fsdp_fit names: float32, or bfloat16 under autocast (no float64).
 COMPUTE_DTYPES = ("float32", "bfloat16")
+#: What --backend names: 'auto' (NCCL with a GPU per process, else gloo), or one of the two.
+BACKENDS = ("auto", "nccl", "gloo")
+
+
+def parser(doc: str, out_help: str) -> argparse.ArgumentParser:
+    """Chapters 7 and 11: a torchrun program's command line: `doc`'s first paragraph, --out and --backend.
+
+    The program adds its own options, then parses.
+    """
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--out", type=Path, required=True, help=out_help)
+    p.add_argument("--backend", choices=list(BACKENDS), default="auto")
+    return p
+
+
+def fill_unset(args: argparse.Namespace, names: Sequence[str], values: Sequence) -> argparse.Namespace:
+    """Chapter 11: each option of `names` left unset (None) takes its value in `values` (its backend's)."""
+    for name, value in zip(names, values, strict=True):
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+def at_least(
+    program: str, args: argparse.Namespace, names: Sequence[str], least: int = 1, why: str = ""
+) -> None:
+    """Chapter 11: SystemExit, a sentence naming `program` and the option, when one of `names` < `least`."""
+    for name in names:
+        value = getattr(args, name)
+        if value < least:
+            because = f": {why}" if why else ""
+            raise SystemExit(
+                f"{program}: --{name.replace('_', '-')} must be at least {least}, not {value}{because}"
+            )
 
 
 def choose_backend(requested: str, local_world: int, gpus: int) -> str:
@@ -138,3 +179,32 @@ def write_run(out: Path, prefix: str, summary: dict) -> Path | None:
     path.write_text(json.dumps(summary, indent=1) + "\n")
     print(f"wrote {path}")
     return path
+
+
+def run_program(
+    program: str,
+    args: argparse.Namespace,
+    work: Callable[[argparse.Namespace, torch.device], dict | None],
+    *,
+    prefix: str | None = None,
+    named: bool = False,
+) -> None:
+    """Chapters 7 and 11: one process of `program` as torchrun starts it, from `start` to the group's end.
+
+    `args.backend` becomes the backend `start` chose; `work(args, device)`
+    runs the program's own part on every process and returns what its run's
+    JSON holds after the header (None: it writes its own files). With
+    `prefix`, process 0 writes out/<prefix>-<backend>-<world>.json
+    (`write_run`): {"program": program} first when `named`, `run_info`'s
+    header, then `work`'s. Every process then waits for the others, and the
+    process group ends even when `work` stops the run with a sentence.
+    """
+    args.backend, device = start(args.backend, program)
+    try:
+        summary = work(args, device)
+        if prefix is not None:
+            header = {"program": program} if named else {}
+            write_run(args.out, prefix, {**header, **run_info(args.backend, device), **summary})
+        barrier(device)
+    finally:
+        dist.destroy_process_group()

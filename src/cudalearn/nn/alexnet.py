@@ -109,6 +109,7 @@ class AlexNetConfig:
         )
         return dataclasses.replace(base, **changes)
 
+    # teaching copy: the digits' network written out as the 2012 one is, layer for layer, to compare
     @classmethod
     def small(cls, **changes) -> AlexNetConfig:
         """A 32x32 one-channel AlexNet (16/32/48/48/32 filters, 128-128-10) for the digits data set."""

@@ -56,6 +56,7 @@ def shared_broadcast(inp, out):
     out[t] = s[7]
 
 
+# teaching copy: a pattern of its own (float64, a word per lane) beside the broadcast, each read whole
 @cuda.jit
 def shared_f64_stride_01(inp, out):
     """Consecutive float64: 2 wavefronts a request, no bank conflict."""

@@ -37,6 +37,11 @@ def _arrow(ax, start, end, *, color: str = "#333333", style: str = "-|>", rad: f
     )
 
 
+def _under_branch(ax, xs: list[float], y: float, text: str, *, color: str | None = None) -> None:
+    """A caption centred under the branch's boxes (at x positions `xs`), at height y (color None: default)."""
+    ax.text((xs[0] + xs[-1]) / 2, y, text, ha="center", fontsize=9, color=color)
+
+
 def residual_block(*, skip: bool = True, branch: tuple[str, ...] = BRANCH):
     """The pre-activation block y = F(x) + x (or y = F(x)): forward above, gradients below (Chapter 8).
 
@@ -58,13 +63,7 @@ def residual_block(*, skip: bool = True, branch: tuple[str, ...] = BRANCH):
         _box(ax, x, y, name, color="#f5e3c8" if name.startswith("W") else "#dde8f5")
         if k + 1 < n:
             _arrow(ax, (x + 0.47, y), (xs[k + 1] - 0.47, y))
-    ax.text(
-        (xs[0] + xs[-1]) / 2,
-        y - 0.5,
-        "F(x): the residual branch (the BatchNorm boxes only with norm=True)",
-        ha="center",
-        fontsize=9,
-    )
+    _under_branch(ax, xs, y - 0.5, "F(x): the residual branch (the BatchNorm boxes only with norm=True)")
     if skip:
         ax.add_patch(plt.Circle((add_x, y), 0.2, fc="white", ec="#333333", lw=1.2))
         ax.text(add_x, y, "+", ha="center", va="center", fontsize=13)
@@ -81,19 +80,10 @@ def residual_block(*, skip: bool = True, branch: tuple[str, ...] = BRANCH):
     ax.text(out_x + 0.75, yb, "dL/dy", ha="center", va="center", fontsize=10)
     ax.text(0.1, yb, "dL/dx", ha="center", va="center", fontsize=10)
     _arrow(ax, (out_x + 0.35, yb), (0.5, yb), color="#d62728", lw=1.4)
-    ax.text(
-        (xs[0] + xs[-1]) / 2, yb + 0.15, "through F: times dF/dx", ha="center", fontsize=9, color="#d62728"
-    )
+    _under_branch(ax, xs, yb + 0.15, "through F: times dF/dx", color="#d62728")
     if skip:
         _arrow(ax, (out_x + 0.35, yb - 0.15), (0.5, yb - 0.15), color="#d62728", rad=-0.12, lw=1.4)
-        ax.text(
-            (xs[0] + xs[-1]) / 2,
-            yb - 0.95,
-            "along the shortcut: times 1",
-            ha="center",
-            fontsize=9,
-            color="#d62728",
-        )
+        _under_branch(ax, xs, yb - 0.95, "along the shortcut: times 1", color="#d62728")
     grad = "dL/dx = dL/dy (dF/dx + 1)" if skip else "dL/dx = dL/dy dF/dx"
     ax.text(add_x + 0.5, yb - 0.95, grad, ha="right", fontsize=10)
     ax.set_xlim(-0.2, add_x + 1.3)

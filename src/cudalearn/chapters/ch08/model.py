@@ -156,41 +156,44 @@ def compare_depths(
     return out
 
 
+def _semilog_figure(xlabel: str, ylabel: str, title: str, draw) -> object:
+    """A (7.5, 4) figure, log y axis: `draw(ax)` plots the curves, then labels, grid, legend (Chapter 8)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    draw(ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", lw=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def plot_grad_norms(curves: Mapping[str, Sequence[float]], *, title: str = "gradient norm per layer"):
     """Semi-log plot of {label: per-layer gradient norms}, input side on the left (Chapter 8).
 
     A norm of zero (or inf/nan) cannot sit on a log axis and is left out of its curve.
     """
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4))
-    for label, norms in curves.items():
-        norms = np.asarray(norms, dtype=np.float64)
-        shown = np.where(np.isfinite(norms) & (norms > 0), norms, np.nan)
-        ax.semilogy(np.arange(1, len(norms) + 1), shown, label=label)
-    ax.set_xlabel("weight layer (1 = next to the input)")
-    ax.set_ylabel("||dL/dW||")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", lw=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    def draw(ax):
+        for label, norms in curves.items():
+            norms = np.asarray(norms, dtype=np.float64)
+            shown = np.where(np.isfinite(norms) & (norms > 0), norms, np.nan)
+            ax.semilogy(np.arange(1, len(norms) + 1), shown, label=label)
+
+    return _semilog_figure("weight layer (1 = next to the input)", "||dL/dW||", title, draw)
 
 
 def plot_histories(results: Mapping[str, dict], *, title: str = "training loss"):
     """Mean training loss per epoch of each network of `compare_depths` (first seed), log y (Chapter 8)."""
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4))
-    for label, res in results.items():
-        curve = res["runs"][0]["epoch_loss"]
-        ax.semilogy(
-            np.arange(1, len(curve) + 1), curve, marker=".", label=f"{label} ({res['layers']} layers)"
-        )
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("mean training loss")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", lw=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    def draw(ax):
+        for label, res in results.items():
+            curve = res["runs"][0]["epoch_loss"]
+            ax.semilogy(
+                np.arange(1, len(curve) + 1), curve, marker=".", label=f"{label} ({res['layers']} layers)"
+            )
+
+    return _semilog_figure("epoch", "mean training loss", title, draw)

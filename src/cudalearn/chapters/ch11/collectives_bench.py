@@ -30,16 +30,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from cudalearn.chapters.ch11.tensor_parallel import bus_bandwidth
-from cudalearn.dist.program import barrier, run_info, start, write_run
+from cudalearn.dist.program import barrier, fill_unset, parser, run_program
 
-#: Defaults per backend: (smallest bytes, largest bytes, warm-up calls, timed calls).
+#: Defaults per backend: (smallest bytes, largest bytes, warm-up calls, timed calls), for `DEFAULTED`.
 DEFAULTS = {"nccl": (2**10, 2**30, 5, 20), "gloo": (2**10, 2**16, 2, 5)}
+#: The options that take their backend's `DEFAULTS` when left unset.
+DEFAULTED = ("min_bytes", "max_bytes", "warmup", "iters")
 OPS = ("all_reduce", "all_gather")
 ELEMENT = torch.float32
 #: All-gather into one tensor: `all_gather_single` from PyTorch 2.13, `all_gather_into_tensor` before it.
@@ -59,9 +60,8 @@ def sizes(smallest: int, largest: int, factor: int = 4) -> list[int]:
 
 
 def parse(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True, help="folder for collectives-<backend>-<world>.json")
-    p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
+    """Chapter 11: the command line (`argv` or sys.argv); unset sizes and counts get the backend's later."""
+    p = parser(__doc__, "folder for collectives-<backend>-<world>.json")
     p.add_argument("--min-bytes", type=int, help="smallest message (default: 1 KiB)")
     p.add_argument(
         "--max-bytes", type=int, help="largest message (default: 1 GiB with NCCL, 64 KiB with gloo)"
@@ -134,30 +134,26 @@ def measure(op: str, nbytes: int, *, warmup: int, iters: int, device: torch.devi
     }
 
 
-def main(argv=None) -> None:
-    args = parse(argv)
-    backend, device = start(args.backend, "collectives_bench")
-    smallest, largest, warmup, iters = DEFAULTS[backend]
-    smallest = args.min_bytes or smallest
-    largest = args.max_bytes or largest
-    warmup = warmup if args.warmup is None else args.warmup
-    iters = iters if args.iters is None else args.iters
+def run(args: argparse.Namespace, device: torch.device) -> dict:
+    """Chapter 11: one process's part: every size and collective of the command line measured, in rows."""
+    fill_unset(args, DEFAULTED, DEFAULTS[args.backend])
     ops = [op.strip() for op in args.ops.split(",") if op.strip()]
     rows = [
-        measure(op, n, warmup=warmup, iters=iters, device=device, barrier=lambda: barrier(device))
-        for n in sizes(smallest, largest, args.factor)
+        measure(op, n, warmup=args.warmup, iters=args.iters, device=device, barrier=lambda: barrier(device))
+        for n in sizes(args.min_bytes, args.max_bytes, args.factor)
         for op in ops
     ]
-    summary = {
-        **run_info(backend, device),
-        "warmup": warmup,
-        "iters": iters,
+    return {
+        "warmup": args.warmup,
+        "iters": args.iters,
         "time": "median over timed calls of the slowest process's time per call",
         "rows": rows,
     }
-    write_run(args.out, "collectives", summary)
-    barrier(device)
-    dist.destroy_process_group()
+
+
+def main(argv=None) -> None:
+    """Chapter 11: one process, as torchrun starts it; process 0 writes the JSON into --out."""
+    run_program("collectives_bench", parse(argv), run, prefix="collectives")
 
 
 if __name__ == "__main__":

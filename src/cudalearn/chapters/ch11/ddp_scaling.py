@@ -78,7 +78,15 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cudalearn.chapters.ch09.model import ViT, parameters
 from cudalearn.dist import multigpu
-from cudalearn.dist.program import COMPUTE_DTYPES, DTYPES, barrier, run_info, slowest_ms, start, write_run
+from cudalearn.dist.program import (
+    COMPUTE_DTYPES,
+    DTYPES,
+    at_least,
+    fill_unset,
+    parser,
+    run_program,
+    slowest_ms,
+)
 from cudalearn.nn.op_costs import op_flops
 from cudalearn.nn.training import ADAMW_WEIGHT_DECAY, make_optimizer, train_step
 from cudalearn.runtime import precision
@@ -92,8 +100,10 @@ MODELS = {
     # about twenty thousand parameters: the CPU tests' model
     "tiny": dict(image=16, patch=4, channels=3, dim=32, depth=2, heads=2, mlp_ratio=2, classes=10),
 }
-#: Defaults per backend: (model, images per process, timed steps, warm-up steps, timed loops, dtype).
+#: Defaults per backend: (model, images per process, timed steps, warm-up steps, timed loops, dtype),
+#: for the options of `DEFAULTED`.
 DEFAULTS = {"nccl": ("vit-b16", [64, 16], 20, 5, 3, "bfloat16"), "gloo": ("tiny", [4], 2, 2, 1, "float32")}
+DEFAULTED = ("model", "batch", "steps", "warmup", "repeat", "dtype")
 #: The bucket sizes swept by default (MiB); 'default' is DDP's own choice (25 MiB, first bucket 1 MiB).
 BUCKETS = "default,1,5,25,100,1000"
 #: Largest parameter difference between two processes that still counts as equal, in units of --lr:
@@ -356,9 +366,7 @@ def parse_counts(text: str) -> list[int]:
 
 def parse(argv=None) -> argparse.Namespace:
     """Chapter 11: the command line (`argv` or sys.argv); unset options get the backend's defaults later."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True, help="folder for ddp-scaling-<backend>-<world>.json")
-    p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
+    p = parser(__doc__, "folder for ddp-scaling-<backend>-<world>.json")
     p.add_argument("--model", choices=list(MODELS), help="default: vit-b16 with NCCL, tiny with gloo")
     p.add_argument(
         "--batch", type=parse_counts, help="images per process, comma-separated (default: 64,16 / 4)"
@@ -385,56 +393,48 @@ def parse(argv=None) -> argparse.Namespace:
 
 def fill_defaults(args: argparse.Namespace, backend: str) -> argparse.Namespace:
     """Chapter 11: options left unset take the backend's defaults (`DEFAULTS`); wrong ones stop the run."""
-    for name, value in zip(
-        ("model", "batch", "steps", "warmup", "repeat", "dtype"), DEFAULTS[backend], strict=True
-    ):
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    for name in ("steps", "repeat"):
-        if getattr(args, name) < 1:
-            raise SystemExit(f"ddp_scaling: --{name} must be at least 1, not {getattr(args, name)}")
-    if args.warmup < 2:
-        raise SystemExit(
-            f"ddp_scaling: --warmup must be at least 2, not {args.warmup}: DDP rebuilds its buckets in the "
-            "order the gradients arrived in the first step, at the start of the second"
-        )
+    fill_unset(args, DEFAULTED, DEFAULTS[backend])
+    at_least("ddp_scaling", args, ("steps", "repeat"))
+    at_least(
+        "ddp_scaling",
+        args,
+        ("warmup",),
+        2,
+        why="DDP rebuilds its buckets in the order the gradients arrived in the first step, at the start of "
+        "the second",
+    )
     return args
+
+
+def run(args: argparse.Namespace, device: torch.device) -> dict:
+    """Chapter 11: one process's part: a row per batch and bucket size, timed; the rows, the model's costs."""
+    args = fill_defaults(args, args.backend)
+    if args.backend == "nccl" and args.dtype == "float32":
+        precision.set_fp32()  # float32 means true FP32: no TF32 in matrix products and convolutions
+    world = dist.get_world_size()
+    plan = [(b, True) for b in args.bucket_mb] + ([(None, False)] if args.no_overlap else [])
+    costs = [step_costs(args.model, n, world) for n in args.batch]
+    rows = [time_row(args, device, c, b, overlap) for c in costs for b, overlap in plan]
+    flat_ms = allreduce_ms(costs[0]["params"], device, args.steps, args.repeat)
+    return {
+        "model": args.model,
+        "model_config": MODELS[args.model],
+        "dtype": args.dtype,
+        "optimizer": f"AdamW (lr {args.lr:g}, weight decay {ADAMW_WEIGHT_DECAY:g})",
+        "batch_per_process": args.batch,
+        "costs": costs,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "repeat": args.repeat,
+        "allreduce_ms": flat_ms,
+        "time": "per process: median of --repeat loops of --steps steps; a row: the slowest process",
+        "rows": rows,
+    }
 
 
 def main(argv=None) -> None:
     """Chapter 11: one process, as torchrun starts it; process 0 writes the JSON into --out."""
-    args = parse(argv)
-    backend, device = start(args.backend, "ddp_scaling")
-    try:
-        args = fill_defaults(args, backend)
-        if backend == "nccl" and args.dtype == "float32":
-            precision.set_fp32()  # float32 means true FP32: no TF32 in matrix products and convolutions
-        world = dist.get_world_size()
-        plan = [(b, True) for b in args.bucket_mb] + ([(None, False)] if args.no_overlap else [])
-        costs = [step_costs(args.model, n, world) for n in args.batch]
-        rows = [time_row(args, device, c, b, overlap) for c in costs for b, overlap in plan]
-        flat_ms = allreduce_ms(costs[0]["params"], device, args.steps, args.repeat)
-        if dist.get_rank() == 0:
-            summary = {
-                "program": "ddp_scaling",
-                **run_info(backend, device),
-                "model": args.model,
-                "model_config": MODELS[args.model],
-                "dtype": args.dtype,
-                "optimizer": f"AdamW (lr {args.lr:g}, weight decay {ADAMW_WEIGHT_DECAY:g})",
-                "batch_per_process": args.batch,
-                "costs": costs,
-                "steps": args.steps,
-                "warmup": args.warmup,
-                "repeat": args.repeat,
-                "allreduce_ms": flat_ms,
-                "time": "per process: median of --repeat loops of --steps steps; a row: the slowest process",
-                "rows": rows,
-            }
-            write_run(args.out, "ddp-scaling", summary)
-        barrier(device)
-    finally:
-        dist.destroy_process_group()
+    run_program("ddp_scaling", parse(argv), run, prefix="ddp-scaling", named=True)
 
 
 if __name__ == "__main__":

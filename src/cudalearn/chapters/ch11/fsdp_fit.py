@@ -74,7 +74,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -94,14 +93,24 @@ from cudalearn.chapters.ch11.ddp_scaling import (
     synthetic_batch,
 )
 from cudalearn.dist import multigpu
-from cudalearn.dist.program import COMPUTE_DTYPES, DTYPES, barrier, gather, run_info, start, write_run
+from cudalearn.dist.program import (
+    COMPUTE_DTYPES,
+    DTYPES,
+    at_least,
+    barrier,
+    fill_unset,
+    gather,
+    parser,
+    run_program,
+)
 from cudalearn.nn.training import ADAMW_WEIGHT_DECAY, make_optimizer, train_step
 from cudalearn.runtime import precision
 
 #: Bytes per parameter of (parameters, gradients, optimiser state) with Adam (ZeRO, section 3.1).
 RECIPES = {"fp32-adam": (4, 4, 8), "mixed-adam": (2, 2, 12)}
-#: Defaults per backend: (model, images per process, steps, dtype).
+#: Defaults per backend: (model, images per process, steps, dtype), for the options of `DEFAULTED`.
 DEFAULTS = {"nccl": ("vit-1b", 4, 3, "bfloat16"), "gloo": ("tiny", 4, 3, "float32")}
+DEFAULTED = ("model", "batch", "steps", "dtype")
 #: `--cap-gib auto`: this share of the predicted replicated model state.
 CAP_SHARE = 0.75
 #: Largest |FSDP parameter - single-process parameter| the float64 check allows.
@@ -320,9 +329,7 @@ def cap_bytes(text: str, replicated: float, device: torch.device) -> tuple[int |
 
 def parse(argv=None) -> argparse.Namespace:
     """Chapter 11: the command line (`argv` or sys.argv); unset options get the backend's defaults later."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True, help="folder for fsdp-fit-<backend>-<world>.json")
-    p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
+    p = parser(__doc__, "folder for fsdp-fit-<backend>-<world>.json")
     p.add_argument("--model", choices=list(MODELS), help="default: vit-1b with NCCL, tiny with gloo")
     p.add_argument("--batch", type=int, help="images per process (default: 4)")
     p.add_argument("--steps", type=int, help="training steps of each attempt (default: 3)")
@@ -338,14 +345,8 @@ def parse(argv=None) -> argparse.Namespace:
 
 def fill_defaults(args: argparse.Namespace, backend: str, world: int) -> argparse.Namespace:
     """Chapter 11: options left unset take the backend's defaults (`DEFAULTS`); wrong ones stop the run."""
-    for name, value in zip(("model", "batch", "steps", "dtype"), DEFAULTS[backend], strict=True):
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    for name in ("batch", "steps", "check_steps"):
-        if getattr(args, name) < 1:
-            raise SystemExit(
-                f"fsdp_fit: --{name.replace('_', '-')} must be at least 1, not {getattr(args, name)}"
-            )
+    fill_unset(args, DEFAULTED, DEFAULTS[backend])
+    at_least("fsdp_fit", args, ("batch", "steps", "check_steps"))
     if args.check and (args.check_batch < world or args.check_batch % world):
         raise SystemExit(
             f"fsdp_fit: --check-batch {args.check_batch} does not split evenly over {world} processes: "
@@ -354,49 +355,44 @@ def fill_defaults(args: argparse.Namespace, backend: str, world: int) -> argpars
     return args
 
 
+def run(args: argparse.Namespace, device: torch.device) -> dict:
+    """Chapter 11: one process's part: the check, then the model trained replicated and sharded, capped."""
+    world = dist.get_world_size()
+    args = fill_defaults(args, args.backend, world)
+    if device.type == "cuda" and args.dtype == "float32":
+        precision.set_fp32()  # float32 means true FP32, as in ddp_scaling
+    mesh = init_device_mesh(device.type, (world,))
+    check = run_check(args, device, mesh) if args.check else None
+    shapes = param_shapes(args.model)
+    n = sum(math.prod(s) for s in shapes)
+    predicted = {
+        "replicated": model_state_bytes(n, sharded=False),
+        "sharded": model_state_bytes(n, world, sharded=True),
+        "sharded_by_rank": shard_bytes_by_rank(shapes, world),
+        "zero_mixed_precision_replicated": model_state_bytes(n, sharded=False, recipe="mixed-adam"),
+    }
+    cap, cap_note = cap_bytes(args.cap_gib, predicted["replicated"]["total"], device)
+    attempts = {kind: gather(attempt(kind, args, device, mesh, cap)) for kind in ("ddp", "fsdp")}
+    return {
+        "fsdp": "FSDP2 (torch.distributed.fsdp.fully_shard): a group per transformer block, the root",
+        "model": args.model,
+        "model_config": MODELS[args.model],
+        "params": n,
+        "dtype": args.dtype,
+        "optimizer": f"AdamW (lr {args.lr:g}, weight decay {ADAMW_WEIGHT_DECAY:g})",
+        "batch_per_process": args.batch,
+        "steps": args.steps,
+        "cap_bytes": cap,
+        "cap": cap_note,
+        "predicted": predicted,
+        "attempts": attempts,
+        "check": check,
+    }
+
+
 def main(argv=None) -> None:
     """Chapter 11: one process, as torchrun starts it; process 0 writes the JSON into --out."""
-    args = parse(argv)
-    args.backend, device = start(args.backend, "fsdp_fit")
-    try:
-        world = dist.get_world_size()
-        args = fill_defaults(args, args.backend, world)
-        if device.type == "cuda" and args.dtype == "float32":
-            precision.set_fp32()  # float32 means true FP32, as in ddp_scaling
-        mesh = init_device_mesh(device.type, (world,))
-        check = run_check(args, device, mesh) if args.check else None
-        shapes = param_shapes(args.model)
-        n = sum(math.prod(s) for s in shapes)
-        predicted = {
-            "replicated": model_state_bytes(n, sharded=False),
-            "sharded": model_state_bytes(n, world, sharded=True),
-            "sharded_by_rank": shard_bytes_by_rank(shapes, world),
-            "zero_mixed_precision_replicated": model_state_bytes(n, sharded=False, recipe="mixed-adam"),
-        }
-        cap, cap_note = cap_bytes(args.cap_gib, predicted["replicated"]["total"], device)
-        attempts = {kind: gather(attempt(kind, args, device, mesh, cap)) for kind in ("ddp", "fsdp")}
-        if dist.get_rank() == 0:
-            summary = {
-                "program": "fsdp_fit",
-                **run_info(args.backend, device),
-                "fsdp": "FSDP2 (torch.distributed.fsdp.fully_shard): a group per transformer block, the root",
-                "model": args.model,
-                "model_config": MODELS[args.model],
-                "params": n,
-                "dtype": args.dtype,
-                "optimizer": f"AdamW (lr {args.lr:g}, weight decay {ADAMW_WEIGHT_DECAY:g})",
-                "batch_per_process": args.batch,
-                "steps": args.steps,
-                "cap_bytes": cap,
-                "cap": cap_note,
-                "predicted": predicted,
-                "attempts": attempts,
-                "check": check,
-            }
-            write_run(args.out, "fsdp-fit", summary)
-        barrier(device)
-    finally:
-        dist.destroy_process_group()
+    run_program("fsdp_fit", parse(argv), run, prefix="fsdp-fit", named=True)
 
 
 if __name__ == "__main__":

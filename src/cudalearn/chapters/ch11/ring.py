@@ -85,31 +85,37 @@ class Ring:
         self.max_steps = max_steps  # None: no limit; else step() raises past that many calls
         self._step_calls = 0
 
+    def _index(self, value: Any, not_int: str, out_of_range: Callable[[int], str]) -> int:
+        """`value` as an int in 0..world-1, else a TypeError (`not_int`) or a ValueError that says why."""
+        try:
+            i = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{not_int}, got {value!r}") from None
+        if not 0 <= i < self.world:
+            raise ValueError(out_of_range(i))
+        return i
+
     def _rank(self, rank: Any, what: str) -> int:
         """`rank` as an int in 0..world-1, else a ValueError that says why."""
-        try:
-            r = operator.index(rank)
-        except TypeError:
-            raise TypeError(f"{what} must be an int rank, got {rank!r}") from None
-        if not 0 <= r < self.world:
-            raise ValueError(
+        return self._index(
+            rank,
+            f"{what} must be an int rank",
+            lambda r: (
                 f"{what} = {r} is not a rank of this ring: ranks are 0..{self.world - 1} "
                 f"(the neighbour of rank r is (r + 1) % ring.world)"
-            )
-        return r
+            ),
+        )
 
     def _chunk_index(self, i: Any) -> int:
         """`i` as an int in 0..world-1, else a ValueError that says why."""
-        try:
-            c = operator.index(i)
-        except TypeError:
-            raise TypeError(f"a chunk index must be an int, got {i!r}") from None
-        if not 0 <= c < self.world:
-            raise ValueError(
+        return self._index(
+            i,
+            "a chunk index must be an int",
+            lambda c: (
                 f"chunk {c} does not exist: a buffer has {self.world} chunks, 0..{self.world - 1} "
                 f"(take the index modulo ring.world, e.g. (r - s) % ring.world)"
-            )
-        return c
+            ),
+        )
 
     def bounds(self, i: int) -> tuple[int, int]:
         """Chapter 11: (start, stop) of chunk i in every rank's buffer (np.array_split's cut)."""

@@ -229,6 +229,7 @@ class ColumnParallelLinear(nn.Module):
         return f"in={self.in_features}, out={self.out_features} ({here} here), gather={self.gather_output}"
 
 
+# teaching copy: the book sets the column- and row-parallel layers side by side, each whole
 class RowParallelLinear(nn.Module):
     """Chapter 11: y = x Wᵀ + b, W (out, in) split by input: x (..., in/N), or (..., in) split, -> (..., out).
 

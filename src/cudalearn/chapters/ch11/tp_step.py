@@ -25,19 +25,18 @@ Process 0 writes DIR/tp-<backend>-<world>.json (world, backend, device,
 versions, the check's errors and bytes, the timings). One launch with one
 process gives the unsplit baseline of the same shape. NVLink multicast stays
 off and NCCL without a GPU per process is refused with the reason
-(`dist_program.start`).
+(`dist_program.start`, through `dist_program.run_program`).
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from cudalearn.chapters.ch11 import tensor_parallel as tp
-from cudalearn.dist.program import DTYPES, barrier, run_info, slowest_ms, start, write_run
+from cudalearn.dist.program import DTYPES, parser, run_program, slowest_ms
 from cudalearn.nn.alexnet import Traffic
 from cudalearn.runtime import precision
 
@@ -46,9 +45,8 @@ CHECK_SHAPE = (6, 8, 16, 12)
 
 
 def parse(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True, help="folder for tp-<backend>-<world>.json")
-    p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
+    """Chapter 11: the command line (`argv` or sys.argv): `dist_program.parser`'s, and the MLP's sizes."""
+    p = parser(__doc__, "folder for tp-<backend>-<world>.json")
     p.add_argument("--time-steps", type=int, default=0, help="timed forward+backward passes (0: none)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--tokens", type=int, default=8192, help="rows of x in the timed MLP")
@@ -148,23 +146,23 @@ def time_mlp(device: torch.device, args) -> dict:
     return out
 
 
-def main(argv=None) -> None:
-    args = parse(argv)
-    backend, device = start(args.backend, "tp_step")
+def run(args: argparse.Namespace, device: torch.device) -> dict:
+    """Chapter 11: one process's part: the split checked in float64, then timed with --time-steps."""
     if device.type == "cuda":
         precision.set_fp32()  # the check is float64; the timing names its dtype
     world = dist.get_world_size()
     if CHECK_SHAPE[2] % world or args.hidden % world:
         widths = f"{CHECK_SHAPE[2]} and {args.hidden}"
         raise SystemExit(f"tp_step: the hidden widths {widths} do not split evenly over {world} processes")
-    summary = {
-        **run_info(backend, device),
+    return {
         "check": compare_with_unsplit(device, seed=args.seed),
         "timing": time_mlp(device, args) if args.time_steps else None,
     }
-    write_run(args.out, "tp", summary)
-    barrier(device)
-    dist.destroy_process_group()
+
+
+def main(argv=None) -> None:
+    """Chapter 11: one process, as torchrun starts it; process 0 writes DIR/tp-<backend>-<world>.json."""
+    run_program("tp_step", parse(argv), run, prefix="tp")
 
 
 if __name__ == "__main__":
