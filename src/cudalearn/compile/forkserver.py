@@ -6,7 +6,8 @@ its first compile. A grade run starts one `Server` instead: it does that work on
 worker for each judge, a fresh process that serves that judge alone over a socket pair and inherits
 NVVM loaded. It also keeps every compile result its workers report, so a later worker answers a
 kernel that an earlier submission compiled (the same pickled function, signature and target, hence
-the same PTX) without compiling it again; a worker that times out reports nothing.
+the same PTX but for Numba's per-process numbering of mangled names, which no check reads) without
+compiling it again; a worker that times out reports nothing.
 
 Nothing of a student's reaches the server except the verified kernels their judges send to its
 workers, and a worker is a separate process that the grader ends with its judge. Student code never
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from cudalearn.compile import ptx
 
-_FORK = b"F"
+_FORK, _COUNT = b"F", b"N"
 
 
 class Server:
@@ -70,6 +71,12 @@ class Server:
             raise OSError("the compile server did not fork a worker")
         return mine, struct.unpack(">i", reply)[0]
 
+    def cached(self) -> tuple[int, int]:
+        """(results the server keeps for the workers it will fork, compiles its workers reported)."""
+        with self._lock:
+            self.control.sendall(_COUNT)
+            return struct.unpack(">ii", self.control.recv(8))
+
     def close(self) -> None:
         """End the server (its workers end with their judges; the grader kills what is left)."""
         self.control.close()
@@ -85,11 +92,14 @@ def _main(fd: int) -> None:
     ptx._compile_here(ptx._warm_up_kernel, ptx.signature_types("void(float32[::1])"), ptx.T4)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped as they end
     cache: dict = {}
+    reported = 0  # compiles the workers reported (a result asked for again is answered from the cache)
     reports: list[int] = []  # the read ends of the workers' report pipes, one a worker
     while True:
         ready, _, _ = select.select([control, *reports], [], [])
         for r in [r for r in ready if r in reports]:
-            if not _keep(r, cache):
+            if _keep(r, cache):
+                reported += 1
+            else:
                 os.close(r)
                 reports.remove(r)
         if control not in ready:
@@ -98,6 +108,9 @@ def _main(fd: int) -> None:
             msg, fds, _, _ = socket.recv_fds(control, 1, 1)
         except OSError:
             return
+        if msg == _COUNT:
+            control.sendall(struct.pack(">ii", len(cache), reported))
+            continue
         if not msg or not fds:
             return  # the grader ended
         r, w = os.pipe()
