@@ -49,8 +49,6 @@ KNOWN_LONG = {
     "chapters/ch10/checks.py",
     "chapters/ch10/kernels/softmax.py",
     "chapters/ch11/checks.py",
-    "grading/rebuild.py",
-    "trace/recorder.py",
 }
 
 

@@ -38,7 +38,10 @@ The modules, by process:
   grade table and feedback files);
 - judge: `judge` (the cells and tests), `channel` (its end of the pipe),
   `remote` (handles on the student's objects), `errors`, `rebuild` (a
-  kernel's verified syntax tree, for the tracer);
+  kernel rebuilt from its verified syntax tree, for the tracer), with
+  `kernel_check` (the verifier of that tree), `kernel_subset` (the CUDA
+  subset it allows) and `kernel_imports` (what an answer cell's imports
+  bind: the judge's own modules);
 - sandbox: `sandbox` (the entry point), `confinement`, `namespaces`,
   `landlock`, `server` (the requests);
 - shared: `wire` (the data-only protocol), `process` (starting and ending
@@ -78,14 +81,15 @@ design it cannot change a verdict:
   identical files, or the solution notebook itself) are listed per student;
 
 - code in the judge: the judge never runs a line of student code except a
-  kernel's syntax tree that `rebuild` verified (pure arithmetic on arrays;
-  no attribute stores, no writes to globals, which reach it as read-only
-  copies); the tracer instruments that tree itself and never re-reads
-  source text a student controls (`inspect`'s scan for a `def` line can be
-  steered); the judge's own work for one test stops at the notebook limit
-  and costs only that test; hidden tests that read a student's code get
-  the answer cells the judge holds (`checks.student_sources`), never the
-  source of an object the student returns;
+  kernel's syntax tree that `rebuild` verified (`kernel_check`: pure
+  arithmetic on arrays; no attribute stores, no writes to globals, which
+  reach it as read-only copies); the tracer instruments that tree itself and
+  never re-reads source text a student controls (`inspect`'s scan for a
+  `def` line can be steered); the judge's own work for one test stops at the
+  notebook limit and costs only that test; hidden tests that read a
+  student's code get the answer cells the judge holds
+  (`checks.student_sources`), never the source of an object the student
+  returns;
 - monkeypatching the check functions, numpy, `cudalearn` or builtins, in an
   answer cell or inside a function the check calls: the patches land in the
   sandbox, and the checks run in the judge;
@@ -156,16 +160,16 @@ Limits: what is not defended
 - Checks that watch *how* the student's code works rather than what it
   returns get stand-ins: the memory tracer (labs 3-5) gets the kernel
   rebuilt in the judge from the answer cell's source, only after a check
-  that it stays in the CUDA subset (`rebuild`; otherwise the test fails and
-  says why); launch and host-copy counters (lab 5) see the launches and
-  copies the student's process reports, replayed in the judge. A student
-  who deliberately tampers with their own process (rebinding the
+  that it stays in the CUDA subset (`rebuild`, `kernel_check`; otherwise the
+  test fails and says why); launch and host-copy counters (lab 5) see the
+  launches and copies the student's process reports, replayed in the judge.
+  A student who deliberately tampers with their own process (rebinding the
   exercise's name to another kernel at run time, patching the sandbox's
   counters) can make these *how* checks see something other than what ran.
   Checks of values cannot be fooled that way. An experiment runs the
-  course's code in the student's process, so a student who patches that
-  code there can make it report other data; the data must still agree with
-  the judge's own reference computation.
+  course's code in the student's process, so a student who patches that code
+  there can make it report other data; the data must still agree with the
+  judge's own reference computation.
 - Values cross by copy: a hidden test cannot rely on object identity or on
   an autograd graph of a tensor the student's code returned (an experiment
   does that part where the graph lives).

@@ -37,7 +37,7 @@ class GraderFailure(BaseException):
 
 
 class SubmissionError(Exception):
-    """An exception raised by the student's code that is not a builtin one (e.g. a Numba typing error)."""
+    """The student's code failed in a way no builtin exception carries (a Numba typing error, sys.exit())."""
 
 
 def rebuilt_exception(err: dict) -> BaseException:

@@ -42,21 +42,23 @@ class Answer:
     note: str = ""
 
 
-class SubmissionError(ValueError):
+class UnreadableSubmission(ValueError):
     """A submission cannot be read as a notebook (its grade is 0; the message says why)."""
 
 
 def read(path: Path) -> nbformat.NotebookNode:
-    """Read a submitted notebook, tolerating an invalid schema; raise SubmissionError if it is not one."""
+    """Read a submitted notebook, tolerating an invalid schema; UnreadableSubmission if it is not one."""
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
-        raise SubmissionError(f"the file is {size >> 20} MiB, over the {MAX_NOTEBOOK_BYTES >> 20} MiB limit")
+        raise UnreadableSubmission(
+            f"the file is {size >> 20} MiB, over the {MAX_NOTEBOOK_BYTES >> 20} MiB limit"
+        )
     try:
         data = json.loads(path.read_bytes())
     except (ValueError, RecursionError) as e:
-        raise SubmissionError(f"the file is not a notebook (not valid JSON: {e})") from None
+        raise UnreadableSubmission(f"the file is not a notebook (not valid JSON: {e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise SubmissionError("the file is not a notebook (no list of cells)")
+        raise UnreadableSubmission("the file is not a notebook (no list of cells)")
     cells = []
     for raw in data["cells"]:
         if not isinstance(raw, dict):

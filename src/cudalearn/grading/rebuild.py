@@ -23,6 +23,11 @@ kernel stores only into its own arrays: an attribute
 assignment (`math.sqrt = ...`) or a write into a global is refused, so a
 trace cannot change the judge's modules or the instructor's arrays.
 
+The subset's allow-lists are `kernel_subset`'s, the node-by-node check of
+a def is `kernel_check`'s and what an answer cell's imports bind is
+`kernel_imports`'s; this module finds the defs, resolves a kernel's global
+names and compiles the verified tree.
+
 The tracer is handed the verified syntax tree itself (`trace.execute.
 use_tree`), with the cell's line numbers, and instruments that; it never
 reads a rebuilt kernel's source back (inspect's search for a `def` line
@@ -44,78 +49,21 @@ from __future__ import annotations
 import ast
 import builtins
 import linecache
-import math
-import types
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-BUILTINS = (
-    "range min max abs len int float bool round divmod pow IndexError ValueError RuntimeError "
-    "ZeroDivisionError AssertionError".split()
+from cudalearn.grading.kernel_check import check_def, is_jit
+from cudalearn.grading.kernel_imports import ImportBinding
+from cudalearn.grading.kernel_subset import (
+    BUILTINS,
+    IMPORTABLE,
+    Unsafe,
+    frozen,
+    is_data,
+    is_module,
+    is_numba_object,
+    judge_module,
 )
-ARRAY_ATTRS = {"shape", "size", "ndim", "dtype", "real", "imag"}
-CUDA_ATTRS = {
-    "threadIdx": {"x", "y", "z"},
-    "blockIdx": {"x", "y", "z"},
-    "blockDim": {"x", "y", "z"},
-    "gridDim": {"x", "y", "z"},
-    "shared": {"array"},
-    "local": {"array"},
-    "const": {"array_like"},
-    "atomic": {
-        "add",
-        "sub",
-        "max",
-        "min",
-        "nanmax",
-        "nanmin",
-        "exch",
-        "inc",
-        "dec",
-        "compare_and_swap",
-        "cas",
-    },
-    "fp16": None,  # any public attribute
-    **dict.fromkeys(
-        "grid gridsize syncthreads syncthreads_count syncthreads_and syncthreads_or syncwarp threadfence "
-        "threadfence_block threadfence_system laneid warpsize fma selp activemask lanemask_lt ballot_sync "
-        "shfl_sync shfl_up_sync shfl_down_sync shfl_xor_sync all_sync any_sync eq_sync match_any_sync "
-        "match_all_sync popc brev clz ffs cbrt".split(),
-        set(),
-    ),
-}
-NUMPY_ATTRS = set(
-    "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool_ complex64 complex128 "
-    "sqrt exp exp2 log log2 log10 sin cos tan arcsin arccos arctan arctan2 sinh cosh tanh abs absolute "
-    "minimum maximum floor ceil trunc rint isnan isinf isfinite sign copysign fabs hypot power inf nan pi e"
-    "".split()
-)
-NUMBA_TYPES = {n for n in NUMPY_ATTRS if n[0] in "fiuc" and n[-1].isdigit()} | {"boolean", "intp", "uintp"}
-NODES = (
-    ast.Module, ast.FunctionDef, ast.arguments, ast.arg, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For,
-    ast.While, ast.If, ast.Break, ast.Continue, ast.Pass, ast.Return, ast.Expr, ast.Raise, ast.Assert,
-    ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Constant, ast.Name, ast.Attribute,
-    ast.Subscript, ast.Slice, ast.Tuple, ast.Call, ast.keyword, ast.Load, ast.Store, ast.operator,
-    ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context,
-)  # fmt: skip
-
-
-class Unsafe(ValueError):
-    """The kernel's source leaves the CUDA subset the grader can trace safely; the message says where."""
-
-
-def _is_jit(decorator: ast.expr) -> tuple[bool, bool]:
-    """(is a cuda.jit decorator, with device=True) for one decorator node."""
-    call = decorator if isinstance(decorator, ast.Call) else None
-    target = call.func if call else decorator
-    text = ast.unparse(target)
-    device = bool(call) and any(
-        k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value is True
-        for k in call.keywords
-    )
-    return text.endswith("jit"), device
 
 
 class Rebuilder:
@@ -127,7 +75,7 @@ class Rebuilder:
         self.assigned: dict[str, int] = {}
         self.done: dict[str, Any] = {}
         self.cells: dict[str, list[str]] = {}  # filename -> the answer cell's lines
-        self.imports: dict[str, list[_Import]] = {}  # name -> the import statements that bind it
+        self.imports: dict[str, list[ImportBinding]] = {}  # name -> the import statements that bind it
         self.imported: set[str] = set()  # names resolved to the judge's own module or object
         for ex, code in sorted(answers.items()):
             if code is None:
@@ -150,12 +98,13 @@ class Rebuilder:
                     if isinstance(node, (ast.Import, ast.ImportFrom)):
                         for alias in node.names:
                             bound = (alias.asname or alias.name).split(".")[0]
-                            self.imports.setdefault(bound, []).append(_Import(ex, node, alias))
+                            self.imports.setdefault(bound, []).append(ImportBinding(ex, node, alias))
                 if isinstance(stmt, ast.FunctionDef):
                     self.defs[stmt.name] = (stmt, filename)
 
     @staticmethod
     def _bound(stmt: ast.stmt) -> list[str]:
+        """The names a top-level statement of an answer cell binds (a def's, an assignment's, an import's)."""
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return [stmt.name]
         names = []
@@ -175,7 +124,7 @@ class Rebuilder:
         if self.assigned.get(name, 0) != 1:
             raise Unsafe(f"`{name}` is bound more than once in your exercise cells")
         fdef, filename = self.defs[name]
-        kinds = [_is_jit(d) for d in fdef.decorator_list]
+        kinds = [is_jit(d) for d in fdef.decorator_list]
         if not any(jit for jit, _ in kinds):
             raise Unsafe(f"`{name}` is not decorated with @cuda.jit")
         if device != any(dev for _, dev in kinds):
@@ -184,7 +133,7 @@ class Rebuilder:
         self.done[name] = None  # recursion guard
         from cudalearn.trace import execute as trace_execute
 
-        env = self._check(fdef)
+        env = check_def(fdef, self._resolve, self.imported)
         fdef_copy = ast.FunctionDef(
             name=fdef.name,
             args=fdef.args,
@@ -221,114 +170,6 @@ class Rebuilder:
             shown[i] = cell[i]
         linecache.cache[filename] = (sum(map(len, shown)), None, shown, filename)
 
-    def _check(self, fdef: ast.FunctionDef) -> dict:
-        """Check every node of a kernel's def; return the namespace to compile it in."""
-        args = fdef.args
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
-            raise Unsafe(f"line {fdef.lineno}: a kernel takes plain positional parameters only")
-        if args.defaults or any(a.annotation for a in args.args) or fdef.returns:
-            raise Unsafe(f"line {fdef.lineno}: no default values or annotations in a traced kernel")
-        local = {a.arg for a in args.args}
-        for node in ast.walk(fdef):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                local.add(node.id)
-        env: dict[str, Any] = {"__builtins__": {n: getattr(builtins, n) for n in BUILTINS}}
-        nodes = list(ast.walk(ast.Module(body=fdef.body, type_ignores=[])))
-        for node in nodes:  # first each node's type, and the global names resolved
-            where = f"line {getattr(node, 'lineno', fdef.lineno)}"
-            if not isinstance(node, NODES):
-                raise Unsafe(f"{where}: `{type(node).__name__}` is not allowed in a kernel the grader traces")
-            if isinstance(node, ast.Constant) and not isinstance(
-                node.value, (int, float, complex, str, type(None))
-            ):
-                raise Unsafe(f"{where}: this constant is not allowed in a kernel")
-            if isinstance(node, ast.Name):
-                if node.id.startswith("__"):
-                    raise Unsafe(f"{where}: names starting with __ are not allowed")
-                if isinstance(node.ctx, ast.Load) and node.id not in local and node.id not in env:
-                    env[node.id] = self._resolve(node.id, where)
-        for node in nodes:  # then attributes and calls, against what those names are
-            where = f"line {getattr(node, 'lineno', fdef.lineno)}"
-            if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
-                self._check_store(node, local, where)
-            if isinstance(node, ast.Attribute):
-                self._check_attribute(node, local, env, where)
-            if isinstance(node, ast.Call):
-                self._check_call(node.func, local, env, where)
-        return env
-
-    @staticmethod
-    def _check_store(node: ast.Attribute | ast.Subscript, local: set, where: str) -> None:
-        """A kernel stores into its own arrays only: never an attribute, never a global's element."""
-        if isinstance(node, ast.Attribute):
-            raise Unsafe(f"{where}: `{ast.unparse(node)} = ...` assigns an attribute; a kernel cannot")
-        root = node.value
-        while isinstance(root, (ast.Subscript, ast.Attribute)):
-            root = root.value
-        if not (isinstance(root, ast.Name) and root.id in local):
-            raise Unsafe(
-                f"{where}: `{ast.unparse(node)} = ...` writes into a global; a kernel writes only into "
-                f"the arrays it is passed and its own shared or local arrays"
-            )
-
-    def _chain(self, node: ast.expr) -> list[str] | None:
-        parts = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        return [node.id, *reversed(parts)]
-
-    def _check_attribute(self, node: ast.Attribute, local: set, env: dict, where: str) -> None:
-        chain = self._chain(node)
-        if chain is None or any(p.startswith("_") for p in chain[1:]):
-            raise Unsafe(f"{where}: `{ast.unparse(node)}` is not an attribute the grader can trace")
-        root = chain[0]
-        if root in local:
-            if len(chain) != 2 or chain[1] not in ARRAY_ATTRS:
-                raise Unsafe(f"{where}: `{ast.unparse(node)}`: only {sorted(ARRAY_ATTRS)} of an array")
-            return
-        if not self._allowed_path(env.get(root), chain[1:]):
-            hint = _misspelt_cuda(chain) if env.get(root) is _judge_module("numba.cuda") else ""
-            raise Unsafe(f"{where}: `{ast.unparse(node)}` is not allowed in a kernel the grader traces{hint}")
-
-    def _allowed_path(self, obj: Any, path: list[str]) -> bool:
-        import numba
-        from numba import cuda
-
-        if obj is cuda:
-            first, rest = path[0], path[1:]
-            allowed = CUDA_ATTRS.get(first, "missing")
-            if allowed == "missing" or len(rest) > 1:
-                return False
-            return not rest or allowed is None or rest[0] in allowed
-        if obj is math:
-            return len(path) == 1
-        if obj is np:
-            return len(path) == 1 and path[0] in NUMPY_ATTRS
-        if obj is numba:
-            if path[0] == "cuda":
-                return len(path) == 1 or self._allowed_path(cuda, path[1:])
-            return len(path) == 1 and path[0] in NUMBA_TYPES
-        return False
-
-    def _check_call(self, func: ast.expr, local: set, env: dict, where: str) -> None:
-        if isinstance(func, ast.Attribute):
-            return  # checked as an attribute chain on an allowed module
-        if isinstance(func, ast.Name) and func.id not in local:
-            target = env.get(func.id)
-            if func.id in BUILTINS or self._is_numba_object(target) or func.id in self.imported:
-                return
-        raise Unsafe(
-            f"{where}: the call `{ast.unparse(func)}(...)` is not allowed in a kernel the grader traces"
-        )
-
-    @staticmethod
-    def _is_numba_object(obj: Any) -> bool:
-        """A Numba type (float32) or a jitted function of the judge (an instructor's or a rebuilt one)."""
-        return type(obj).__module__.split(".")[0] == "numba" and not isinstance(obj, types.ModuleType)
-
     def _resolve(self, name: str, where: str) -> Any:
         """A global name of a kernel: a student device function, a student constant, or the judge's own."""
         if name in self.defs:
@@ -340,18 +181,18 @@ class Rebuilder:
                 value = self.namespace[name] if name in self.namespace else self.fetch(name)
             except Exception:
                 raise Unsafe(f"{where}: the value of `{name}` could not be read from your notebook") from None
-            if isinstance(value, self.remote) or not _is_data(value):
+            if isinstance(value, self.remote) or not is_data(value):
                 raise Unsafe(f"{where}: `{name}` is not a number, tuple or array the grader can use")
-            return _frozen(value)
+            return frozen(value)
         if "*" in self.imports and (star := self._star(name, where)) is not None:
             return star
         if name in self.namespace and not isinstance(self.namespace[name], self.remote):
             value = self.namespace[name]
-            if not (_is_data(value) or self._is_numba_object(value) or _is_module(value)):
+            if not (is_data(value) or is_numba_object(value) or is_module(value)):
                 raise Unsafe(
                     f"{where}: `{name}` is not a number, array, Numba object or module a kernel uses"
                 )
-            return _frozen(value)
+            return frozen(value)
         if name in BUILTINS:
             return getattr(builtins, name)
         raise self._unknown(name, where)
@@ -390,7 +231,7 @@ class Rebuilder:
             module = b.followed_star()
             if module is None:
                 continue  # never imported in the judge; _unknown names it if nothing else binds `name`
-            judge = _judge_module(module)
+            judge = judge_module(module)
             public = getattr(judge, "__all__", None) or [n for n in dir(judge) if not n.startswith("_")]
             if name not in public:
                 continue
@@ -425,103 +266,3 @@ class Rebuilder:
         if name not in self.namespace or isinstance(self.namespace[name], self.remote):
             return ""
         return f"; the notebook's first cells import `{name}` already"
-
-
-def _misspelt_cuda(chain: list[str]) -> str:
-    """'; `cuda.syncthread` is no CUDA name: did you mean `cuda.syncthreads`?' for a name CUDA_ATTRS lacks."""
-    import difflib
-
-    if chain[1] in CUDA_ATTRS:
-        return ""
-    close = difflib.get_close_matches(chain[1], list(CUDA_ATTRS), n=1)
-    return f"; `cuda.{chain[1]}` is no CUDA name" + (f": did you mean `cuda.{close[0]}`?" if close else "")
-
-
-IMPORTABLE = {  # module -> the names `from module import ...` may take (None: any public name)
-    "numpy": NUMPY_ATTRS,
-    "math": None,
-    "numba": NUMBA_TYPES | {"cuda"},
-    "numba.cuda": set(),  # `cuda.syncthreads()` through the module: the tracer swaps `cuda` itself
-}
-
-
-def _judge_module(path: str) -> Any:
-    """The judge's own module `path`, a key of IMPORTABLE: a student's text never picks what is imported."""
-    import numba
-    from numba import cuda
-
-    return {"numpy": np, "math": math, "numba": numba, "numba.cuda": cuda}[path]
-
-
-class _Import:
-    """One name an answer cell's import binds (`import numpy as np`, `from numba import float32`)."""
-
-    def __init__(self, ex: int, node: ast.Import | ast.ImportFrom, alias: ast.alias):
-        self.node, self.alias = node, alias
-        self.text = ast.unparse(node)
-        self.place = f"exercise {ex}, line {node.lineno}"
-
-    def followed_star(self) -> str | None:
-        """The module of `from module import *` when the judge resolves names through it (numpy, math,
-        numba); None for a relative import, another module, or numba.cuda (its calls go through `cuda.`)."""
-        module = self.node.module or ""
-        if self.node.level or module not in IMPORTABLE or module == "numba.cuda":
-            return None
-        return module
-
-    def value(self, name: str, where: str, already: Callable[[str], str]) -> Any:
-        """The judge's object this import binds to `name`; Unsafe, naming the import line, if not allowed.
-
-        `already(name)` says that the notebook's first cells import `name` already ('' if not).
-        """
-        node, alias = self.node, self.alias
-        what = f"{where}: `{name}` comes from `{self.text}` ({self.place})"
-        refuse = (
-            f"{what}, which the grader cannot accept: a kernel it traces uses only numpy, math, numba and "
-            f"numba.cuda (and names from them, such as float32). Remove this import from the exercise cell"
-            + (already(name) or f", and `{name}` from the kernel")
-        )
-        if isinstance(node, ast.Import):
-            if alias.name not in IMPORTABLE:
-                raise Unsafe(refuse)
-            return _judge_module(alias.name if alias.asname else alias.name.split(".")[0])
-        module = node.module or ""
-        if node.level or module not in IMPORTABLE:
-            raise Unsafe(refuse)
-        names = IMPORTABLE[module]
-        if module == "numba.cuda":
-            raise Unsafe(
-                f"{what}; the grader traces a kernel's CUDA calls through the module, so write "
-                f"`cuda.{alias.name}`. Remove this import from the exercise cell{already('cuda')}"
-            )
-        if alias.name.startswith("_") or (names is not None and alias.name not in names):
-            raise Unsafe(refuse)
-        try:
-            return getattr(_judge_module(module), alias.name)
-        except AttributeError:
-            raise Unsafe(f"{where}: `{self.text}` ({self.place}): `{module}` has no `{alias.name}`") from None
-
-
-def _is_module(value: Any) -> bool:
-    """One of the modules a kernel may name: numba.cuda, math, numpy, numba."""
-    import numba
-    from numba import cuda
-
-    return any(value is m for m in (cuda, math, np, numba))
-
-
-def _frozen(value: Any) -> Any:
-    """A kernel's global as it sees it: arrays as read-only copies (the judge's own stay untouched)."""
-    if isinstance(value, np.ndarray):
-        value = value.copy()
-        value.flags.writeable = False
-        return value
-    if isinstance(value, tuple):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
-def _is_data(value: Any) -> bool:
-    if value is None or isinstance(value, (bool, int, float, complex, str, np.generic, np.ndarray)):
-        return True
-    return isinstance(value, tuple) and all(_is_data(v) for v in value)

@@ -63,25 +63,25 @@ class _Submitted:
 def read_submission(path: Path) -> bytes:
     """A submission's bytes: a regular file (no link followed), read once, at most match's size limit.
 
-    Raises match.SubmissionError saying why not (a link, a pipe, a device, too large).
+    Raises match.UnreadableSubmission saying why not (a link, a pipe, a device, too large).
     """
     limit = match.MAX_NOTEBOOK_BYTES
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         if os.path.islink(path):
-            raise match.SubmissionError(
+            raise match.UnreadableSubmission(
                 "it is a symbolic link, not a file: only the notebook itself can be graded"
             ) from None
-        raise match.SubmissionError(f"it cannot be opened ({e.strerror})") from None
+        raise match.UnreadableSubmission(f"it cannot be opened ({e.strerror})") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
             kind = "a folder" if stat.S_ISDIR(st.st_mode) else kind
-            raise match.SubmissionError(f"it is {kind}, not a notebook file")
+            raise match.UnreadableSubmission(f"it is {kind}, not a notebook file")
         if st.st_size > limit:
-            raise match.SubmissionError(
+            raise match.UnreadableSubmission(
                 f"the file is {st.st_size >> 20} MiB, over the {limit >> 20} MiB limit"
             )
         chunks, total = [], 0
@@ -92,7 +92,7 @@ def read_submission(path: Path) -> bytes:
             chunks.append(chunk)
             total += len(chunk)
         if total > limit:
-            raise match.SubmissionError(f"the file is over the {limit >> 20} MiB limit")
+            raise match.UnreadableSubmission(f"the file is over the {limit >> 20} MiB limit")
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -120,7 +120,7 @@ def load_submission(student: str, path: Path, solution: bytes) -> Submission:
         sub.is_solution = data == solution  # graded (an instructor's own check), and flagged
         sub.notebook = match.read(_Submitted(data))
         sub.digest = hashlib.sha256(data).hexdigest()
-    except (match.SubmissionError, OSError) as e:
+    except (match.UnreadableSubmission, OSError) as e:
         sub.error = str(e)
     except Exception as e:  # a notebook that breaks the parser: this student's row, not the class's
         sub.error = f"it could not be read ({type(e).__name__}: {e})"

@@ -133,6 +133,7 @@ Memory model
   (a tiled matmul's `sA[ty, k]` reads become one 128-bit load per 4 values on an H200).
 """
 
+from cudalearn.trace.arrays import TracedArray
 from cudalearn.trace.execute import trace
 from cudalearn.trace.fake_cuda import FakeCuda
 from cudalearn.trace.model import (
@@ -143,7 +144,6 @@ from cudalearn.trace.model import (
     TraceUnsupported,
     WarpError,
 )
-from cudalearn.trace.recorder import TracedArray
 from cudalearn.trace.report import (
     TILE_BARRIERS_HINT,
     BarrierError,

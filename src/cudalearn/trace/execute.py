@@ -1,7 +1,7 @@
 """Running a kernel's Python source on the CPU: instrumented, barriers and warp intrinsics as yields,
 block by block (Chapters 2, 10).
 
-The kernel sees `fake_cuda.FakeCuda` as its `cuda`; its arrays are `recorder.TracedArray`s.
+The kernel sees `fake_cuda.FakeCuda` as its `cuda`; its arrays are `arrays.TracedArray`s.
 """
 
 import ast

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 
 from cudalearn.runtime import numba_backend
+from cudalearn.trace.arrays import TracedArray
 from cudalearn.trace.model import (
     MAX_STATIC_SHARED,
     SHARED_ALIGN,
@@ -22,7 +23,6 @@ from cudalearn.trace.model import (
     TraceError,
     TraceUnsupported,
 )
-from cudalearn.trace.recorder import TracedArray
 
 _ATOMICS = "add, sub, max, min, exch, and_, or_, xor, inc, dec and cas"  # the cuda.atomic it models
 _WARP = "a warp-level intrinsic: the lanes of a warp exchange values in lockstep"

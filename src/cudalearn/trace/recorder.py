@@ -1,154 +1,28 @@
-"""The recorder of a traced kernel's memory accesses: instrumented arrays, warp requests, wavefronts,
-sectors, races and out-of-bounds accesses (Chapters 2-4)."""
+"""The recorder of a traced kernel's accesses: warp requests, races, uninitialized reads (Chapters 2-4).
 
-import ast
+It groups each block's accesses into warp requests and counts them per
+line and per trace, race-checks each phase and each block, and finds
+shared reads of elements the block has not written. Its arrays are
+`arrays.TracedArray`s; a request's cost is `request_cost`'s (wavefronts,
+sectors); its out-of-bounds errors are `memcheck`'s.
+"""
+
 import linecache
-import operator
-import re
-import sys
-
-import numpy as np
 
 from cudalearn.trace import model
+from cudalearn.trace.arrays import Allocation, TracedArray
+from cudalearn.trace.memcheck import Memcheck
 from cudalearn.trace.model import (
     ATOMIC,
     LOAD,
     MAX_FINDINGS,
     MAX_KEPT_REQUESTS,
     MAX_RACES,
-    NUM_BANKS,
     STORE,
-    LocalArray,
     TraceEndless,
-    TraceError,
-    TraceOutOfBounds,
 )
 from cudalearn.trace.report import LineStats, Race, SharedRequest, TraceReport, UninitializedRead
-
-
-class Allocation:
-    """One traced array: its name, memory space, base byte address and shape."""
-
-    def __init__(self, aid, name, shared, base, data):
-        self.id, self.name, self.shared, self.base = aid, name, shared, base
-        self.itemsize, self.shape = data.itemsize, data.shape
-        fortran = data.ndim > 1 and data.flags.f_contiguous and not data.flags.c_contiguous
-        self.order = "F" if fortran else "C"
-
-    def index(self, off):
-        """The element index tuple at byte offset off."""
-        flat = off // self.itemsize
-        return tuple(int(i) for i in np.unravel_index(flat, self.shape, order=self.order))
-
-
-class TracedArray:
-    """A numpy array (or a view of one) whose element reads and writes are recorded (Chapter 2)."""
-
-    __slots__ = ("_rec", "_alloc", "_data", "_off0", "_shape", "_strides", "_name")
-
-    def __init__(self, rec, alloc, data, off0=0, name=None):
-        self._rec, self._alloc, self._data, self._off0 = rec, alloc, data, off0
-        self._shape, self._strides = data.shape, data.strides
-        self._name = name or alloc.name
-
-    shape = property(lambda self: self._shape)
-    ndim = property(lambda self: self._data.ndim)
-    size = property(lambda self: self._data.size)
-    dtype = property(lambda self: self._data.dtype)
-    strides = property(lambda self: self._strides)
-
-    def __len__(self):
-        return self._shape[0]
-
-    def __repr__(self):
-        return f"<traced {self._name} {self._data.dtype}{list(self._shape)}>"
-
-    def _locate(self, idx, kind, frame):
-        """Byte offset of a full integer index (fast paths for 1-D and 2-D), None for views."""
-        shape = self._shape
-        if type(idx) is int:
-            if len(shape) == 1 and 0 <= idx < shape[0]:
-                return self._off0 + idx * self._strides[0]
-        elif type(idx) is tuple and len(idx) == 2 == len(shape):
-            i, j = idx
-            if type(i) is int and type(j) is int and 0 <= i < shape[0] and 0 <= j < shape[1]:
-                return self._off0 + i * self._strides[0] + j * self._strides[1]
-        return self._locate_any(idx, kind, frame)
-
-    def _locate_any(self, idx, kind, frame):
-        """Byte offset of any full integer index, with bounds checks; None for views."""
-        if type(idx) is not tuple:
-            idx = (idx,)
-        if len(idx) != len(self._shape):
-            return None
-        off = self._off0
-        for i, n, s in zip(idx, self._shape, self._strides, strict=True):
-            if type(i) is not int:
-                if isinstance(i, slice):
-                    return None
-                i = _as_index(i, self._name, frame)
-            if i < 0 or i >= n:
-                raise self._rec.out_of_bounds(self, idx, kind, frame)
-            off += i * s
-        return off
-
-    def __getitem__(self, idx):
-        frame = sys._getframe(1)
-        off = self._locate(idx, LOAD, frame)
-        if off is None:
-            return self._view(idx, frame)
-        self._rec.access(self._alloc, off, LOAD, frame, False)
-        return self._data[idx]
-
-    def __setitem__(self, idx, value):
-        frame = sys._getframe(1)
-        off = self._locate(idx, STORE, frame)
-        if off is None:
-            raise TraceError(f"line {frame.f_lineno}: assign single elements of {self._name}, not slices")
-        self._rec.access(self._alloc, off, STORE, frame, False)
-        self._data[idx] = value
-
-    def _view(self, idx, frame):
-        """A[i] of a 2-D array, or a slice: a traced view of the same allocation."""
-        idx = idx if type(idx) is tuple else (idx,)
-        if len(idx) > len(self._shape):
-            raise self._rec.out_of_bounds(self, idx, LOAD, frame)
-        for i, n in zip(idx, self._shape, strict=False):
-            if not isinstance(i, slice) and not 0 <= _as_index(i, self._name, frame) < n:
-                raise self._rec.out_of_bounds(self, idx, LOAD, frame)
-        view = self._data[idx]
-        off0 = view.__array_interface__["data"][0] - self._data.__array_interface__["data"][0]
-        name = f"{self._name}[{', '.join(_fmt_index(i) for i in idx)}]"
-        return TracedArray(self._rec, self._alloc, view, self._off0 + off0, name)
-
-    def atomic(self, idx, update, frame):
-        """Apply update(old) to one element atomically; return old (cuda.atomic.*)."""
-        off = self._locate(idx, STORE, frame)
-        if off is None:
-            raise TraceError(f"line {frame.f_lineno}: atomics need a full index into {self._name}")
-        self._rec.access(self._alloc, off, LOAD, frame, True)
-        self._rec.access(self._alloc, off, STORE, frame, True)
-        old = self._data[idx]
-        self._data[idx] = update(old)
-        return old
-
-
-def _fmt_index(i):
-    """An index or slice as the kernel wrote it."""
-    if isinstance(i, slice):
-        parts = ["" if v is None else str(v) for v in (i.start, i.stop)]
-        return ":".join(parts) + (f":{i.step}" if i.step is not None else "")
-    return str(i)
-
-
-def _as_index(i, name, frame):
-    """An integer index, or a TypeError naming the line and the array."""
-    try:
-        return operator.index(i)
-    except TypeError:
-        msg = f"line {frame.f_lineno}: index {i!r} into {name} is a {type(i).__name__}, not an integer"
-        raise TypeError(msg) from None
-
+from cudalearn.trace.request_cost import sectors_touched, wavefronts
 
 # accesses that conflict with an access of each category, and the kind of race they make
 _CONFLICTS = {
@@ -158,7 +32,7 @@ _CONFLICTS = {
 }
 
 
-class Recorder:
+class Recorder(Memcheck):
     """Per-trace state: the current thread, warp request groups, race tables and the report."""
 
     def __init__(self, griddim, blockdim, kernel_file):
@@ -348,172 +222,3 @@ class Recorder:
         req = SharedRequest(alloc.name, kind == STORE, alloc.itemsize, lanes, addresses)
         key = (self.block, warp, self.line_key(file, line), k)
         self.report.kept_requests.setdefault(key, []).append(req)
-
-    def out_of_bounds(self, array, idx, kind, frame):
-        """memcheck: the TraceOutOfBounds error for the current thread's access, with a true hint."""
-        name, shape = array._name, tuple(array.shape)
-        what = "write to" if kind == STORE else "read of"
-        line = frame.f_lineno
-        src = linecache.getline(frame.f_code.co_filename, line).strip()
-        idx = tuple(i if isinstance(i, slice) else int(i) for i in idx)
-        msg = (
-            f"out-of-bounds {what} {name}[{', '.join(_fmt_index(i) for i in idx)}]"
-            f" (shape {shape}) by thread {self.thread} of block {self.block},"
-            f" line {line}: {src}\n" + self._bounds_hint(array, idx, frame)
-        )
-        return TraceOutOfBounds(msg, name, idx, shape, self.thread, self.block, line)
-
-    def local_out_of_bounds(self, e):
-        """memcheck for a local array (cuda.local.array, plain NumPy in the tracer): the IndexError of the
-        current thread as a TraceOutOfBounds naming the array, line and thread; `e` itself when it was
-        raised elsewhere (an IndexError of the kernel's own making)."""
-        tb, frame = e.__traceback__, None
-        while tb is not None:
-            if tb.tb_frame.f_code.co_filename == self.kernel_file:
-                frame = tb.tb_frame
-            tb = tb.tb_next
-        if frame is None:
-            return e
-        node = _executing_node(frame)
-        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
-            return e
-        name = node.value.id
-        array = frame.f_locals.get(name, frame.f_globals.get(name))
-        if not isinstance(array, LocalArray):
-            return e
-        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        index = ", ".join(ast.unparse(p) for p in parts)
-        line = frame.f_lineno
-        src = linecache.getline(frame.f_code.co_filename, line).strip()
-        msg = (
-            f"out-of-bounds access of {name}[{index}] (shape {array.shape}) by thread {self.thread} of"
-            f" block {self.block}, line {line}: {src}\n{e}. {name} is a local array: cuda.local.array gives"
-            f" every thread its own, with the shape it is declared with. Check this line's indices against"
-            f" that shape: an index meant for another axis or array (i where j belongs, TM where TN"
-            f" belongs), or a loop that runs one step too far."
-        )
-        return TraceOutOfBounds(msg, name, (), tuple(array.shape), self.thread, self.block, line)
-
-    def _bounds_hint(self, array, idx, frame):
-        """Why an index is outside: a negative index, the last partial block, or the index arithmetic."""
-        name, shape = array._name, array.shape
-        pairs = enumerate(zip(idx, shape, strict=False))
-        bad = [(d, i) for d, (i, n) in pairs if not isinstance(i, slice) and not 0 <= i < n]
-        if not bad:
-            return f"{name} has {len(shape)} dimension(s) but is indexed with {len(idx)} indices."
-        axis, i = bad[0]
-        n = shape[axis]
-        expr = _index_source(frame, axis, len(idx))
-        value = f"the index `{expr}` is {i}" if expr else f"the index is {i}"
-        where = f"{value} on axis {axis} of {name}, whose extent is {n} (valid: 0 to {n - 1})"
-        if i < 0:
-            return f"{where}. CUDA does not wrap negative indices around: index -1 is outside the array."
-        if i == n and expr and (guard := _le_guard(frame, expr)):
-            line, text = guard
-            return (
-                f"{where}. Line {line} (`{text}`) lets `{expr}` reach {n} with `<=`: the last valid index is"
-                f" {n - 1}, one less than the extent, so that comparison needs `<`."
-            )
-        if array._alloc.shared:  # one tile per block: the block's threads, not the grid, must fit it
-            bx, by, bz = self.blockdim
-            threads = f"{bx} x {by}" + (f" x {bz}" if bz > 1 else "")
-            return (
-                f"{where}. {name} is a shared array, one per block, and this block has {threads} threads:"
-                f" a tile that threads index by threadIdx must be at least as large as the block along"
-                f" each axis (with TILE x TILE threads, declare it (TILE, TILE)). Guarding the last"
-                f" partial block does not help here: every block indexes its own tile."
-            )
-        for a, xyz in enumerate("xyz"):
-            b, g = self.blockdim[a], self.block[a] * self.blockdim[a] + self.thread[a]
-            partial = (self.griddim[a] - 1) * b < n < self.griddim[a] * b  # the last block sticks out
-            if partial and self.block[a] == self.griddim[a] - 1 and g >= n:
-                guard = f"{expr or 'i'} < {name}.shape[{axis}]"
-                return (
-                    f"{where}. This thread is one of the surplus threads of the last, partial block along"
-                    f" {xyz}: its global {xyz} index is {g}, and {n} is not a multiple of the block size"
-                    f" {b}. Did you guard the last partial block (if {guard}: ...)?"
-                )
-        hint = (
-            f"{where}. The thread is not a surplus thread of a last partial block, so check the index"
-            " arithmetic: swapped row and column, a wrong stride or offset, an off-by-one (<= for <),"
-            " or a tile that sticks out of the matrix (guard its loads and store 0 there)."
-        )
-        if len(idx) == 2 == len(shape) and all(0 <= j < m for j, m in zip(idx[::-1], shape, strict=True)):
-            hint += f" [{idx[1]}, {idx[0]}] would be inside {name}: are the row and column swapped?"
-        return hint
-
-
-def _index_source(frame, axis, ndim):
-    """The source text of the index along `axis` of the access the frame is executing, or ''.
-
-    The access is found by the executing instruction's source position (its subscript, or the atomic's
-    call), cut out of the line cache and parsed: nothing of it is evaluated.
-    """
-    node = _executing_node(frame)
-    if isinstance(node, ast.Subscript):
-        index = node.slice
-    elif isinstance(node, ast.Call) and len(node.args) >= 2:  # cuda.atomic.add(ary, idx, val)
-        index = node.args[1]
-    else:
-        return ""
-    parts = index.elts if isinstance(index, ast.Tuple) else [index]
-    return ast.unparse(parts[axis]) if len(parts) == ndim else ""
-
-
-def _le_guard(frame, expr):
-    """(line, source) of the first line of the frame's function, up to the executing one, that compares
-    `expr` with `<=` (an off-by-one guard), or None. Read from the line cache, as messages quote lines."""
-    pattern = re.compile(r"(?<![\w.])" + r"\s*".join(map(re.escape, expr.split())) + r"\s*<=(?!=)")
-    file, first = frame.f_code.co_filename, frame.f_code.co_firstlineno
-    for line in range(first, frame.f_lineno):
-        text = linecache.getline(file, line).split("#")[0].strip()
-        if text.startswith(("if ", "elif ", "while ")) and pattern.search(text):
-            return line, text
-    return None
-
-
-def _executing_node(frame):
-    """The expression the frame's current instruction comes from, parsed from its source span, or None."""
-    try:
-        start, end, col, end_col = list(frame.f_code.co_positions())[frame.f_lasti // 2]
-    except (AttributeError, IndexError, ValueError):
-        return None
-    if None in (start, end, col, end_col):
-        return None
-    lines = [ln.encode() for ln in linecache.getlines(frame.f_code.co_filename)[start - 1 : end]]
-    if len(lines) != end - start + 1:
-        return None
-    text = (
-        lines[0][col:end_col]
-        if start == end
-        else lines[0][col:] + b"".join(lines[1:-1]) + lines[-1][:end_col]
-    )
-    try:
-        return ast.parse(text.decode(), mode="eval").body
-    except (SyntaxError, ValueError, UnicodeDecodeError):
-        return None
-
-
-def wavefronts(items, base, itemsize):
-    """(wavefronts, ideal) of one shared request: max distinct words in a bank, ceil(words / 32)."""
-    if itemsize == 4:
-        words = {(base + off) >> 2 for _, off in items}
-    else:
-        words = set()
-        for _, off in items:
-            a = base + off
-            words.update(range(a >> 2, ((a + itemsize - 1) >> 2) + 1))
-    per_bank = [0] * NUM_BANKS
-    for w in words:
-        per_bank[w % NUM_BANKS] += 1
-    return max(per_bank), -(-len(words) // NUM_BANKS)
-
-
-def sectors_touched(items, itemsize):
-    """Distinct 32-byte sectors touched by one global request."""
-    if itemsize <= 4:
-        return len({off >> 5 for _, off in items})
-    sectors = set()
-    for _, off in items:
-        sectors.update(range(off >> 5, ((off + itemsize - 1) >> 5) + 1))
-    return len(sectors)
