@@ -1,0 +1,8 @@
+"""Checks of lab 8 (ResNet skip gradients), one module per exercise: the residual block
+(`residual_block`), dL/dx with its +1 (`input_gradient`), first-to-last gradient ratios (`first_to_last`).
+
+Every check compares the student's code with PyTorch: outputs with the reference computation, gradients
+with autograd. The student's code runs in experiments that return plain data (`torch_answers`). Visible
+checks use a few sizes; the hidden tests in the solution notebook call the same functions with others.
+`cudalearn.exercises` finds the checks.
+"""
