@@ -1,5 +1,7 @@
-"""Checks of lab 7 (AlexNet's two-GPU split), one module per exercise: the bytes across the bus
-(`exchange`), the split forward pass (`split_forward`), the memory a training step holds (`memory`).
+"""Checks of lab 7 (AlexNet's two-GPU split): `exchange`, `split_forward`, `memory`, one per exercise.
+
+The bytes across the bus (`exchange`), the split forward pass (`split_forward`), the memory a training
+step holds (`memory`).
 
 Visible checks already use more than the 2012 case (another exchange pattern, 2-byte elements, a
 float16 network); the hidden tests in the solution notebook call the same functions with still other

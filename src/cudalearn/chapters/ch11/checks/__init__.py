@@ -1,5 +1,6 @@
-"""Checks of lab 11 (beyond two GPUs), one module per exercise: the ring all-reduce (`ring_allreduce`),
-the tensor-parallel MLP (`tp_mlp`), ZeRO's memory per GPU (`zero_memory`).
+"""Checks of lab 11 (beyond two GPUs): `ring_allreduce`, `tp_mlp`, `zero_memory`, one per exercise.
+
+The ring all-reduce, the tensor-parallel MLP, ZeRO's memory per GPU.
 
 Everything runs in one process on the CPU, in seconds, with no GPU and no socket. The student's
 functions run through `checks.student_side` experiments (module-level functions of these modules), so
