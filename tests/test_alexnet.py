@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from cudalearn import checks, exercises
-from cudalearn.chapters.ch07 import checks as alexnet_checks
 from cudalearn.chapters.ch07 import input_pipeline, step_memory
+from cudalearn.chapters.ch07.checks import split_forward as split_checks
 from cudalearn.nn import alexnet, datasets, training
 from cudalearn.nn.alexnet import (
     EXCHANGE_2012,
@@ -335,7 +335,7 @@ def test_check_split_forward_catches_device_mixups_that_compute_the_right_number
 
 def test_check_split_forward_sends_only_plain_data_across():
     """Under `cudalearn grade` only data crosses: the experiment's result holds no model or config."""
-    got = alexnet_checks.split_experiment(_split_forward, AlexNetConfig.small(), 2, 0)
+    got = split_checks.split_experiment(_split_forward, AlexNetConfig.small(), 2, 0)
     allowed = (str, int, float, bool, type(None), torch.Tensor)
 
     def plain(v):

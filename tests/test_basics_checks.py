@@ -20,6 +20,31 @@ def test_exact_types_want_a_python_int_and_a_tuple_of_them():
         checks.check_function(lambda n: (1, 2.0), pair, name="g", exact_types=True)
 
 
+def test_a_type_is_named_bare_if_builtin_or_the_students_else_by_the_package_that_exports_it():
+    """One rule for every check's message (`checks.answer_types`): what a student can write or import."""
+    import types
+
+    import torch
+
+    mine = type("Block", (), {"__module__": "__main__"})  # a class of the notebook
+    stand_in = type("Block", (), {"__module__": "student"})  # the grader's stand-in for it
+    expected = [
+        (3.0, "float"),
+        (None, "NoneType"),
+        (np.int64(3), "numpy.int64"),
+        (np.zeros(2), "numpy.ndarray"),
+        (torch.zeros(1), "torch.Tensor"),
+        (torch.nn.Parameter(torch.zeros(1)), "torch.nn.Parameter"),  # defined in torch.nn.parameter
+        (mine(), "Block"),
+        (stand_in(), "Block"),
+        (types.SimpleNamespace(), "types.SimpleNamespace"),
+    ]
+    for value, name in expected:
+        assert checks.type_name(value) == name, (value, checks.type_name(value))
+    hidden = type("Hidden", (), {"__module__": "cudalearn.checks.answer_types"})  # exported nowhere
+    assert checks.type_name(hidden()) == "cudalearn.checks.answer_types.Hidden"
+
+
 def test_a_mistake_hint_needs_the_formula_on_every_case_first():
     cases = [((1,), 2), ((2,), 4)]
     mistakes = [(lambda n: 1, "a constant"), (lambda n: n, "forgot the factor 2")]

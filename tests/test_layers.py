@@ -44,11 +44,8 @@ KNOWN_LONG = {
     "chapters/ch05/kernels/linear.py",
     "chapters/ch05/model.py",
     "chapters/ch06/kernels/regblock.py",
-    "chapters/ch07/checks.py",
-    "chapters/ch08/checks.py",
     "chapters/ch10/checks.py",
     "chapters/ch10/kernels/softmax.py",
-    "chapters/ch11/checks.py",
 }
 
 

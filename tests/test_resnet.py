@@ -239,7 +239,7 @@ def test_lab8_checks_catch_what_the_numbers_hide():
 
 def test_lab8_experiments_return_only_data():
     """What crosses back from the student's process under `cudalearn grade`: tensors, numbers, strings."""
-    from cudalearn.chapters.ch08 import checks as arch
+    from cudalearn.chapters.ch08.checks import first_to_last, input_gradient, residual_block
 
     def plain(v):
         if isinstance(v, dict):
@@ -248,10 +248,10 @@ def test_lab8_experiments_return_only_data():
             return all(plain(x) for x in v)
         return v is None or isinstance(v, (bool, int, float, str, torch.Tensor))
 
-    assert plain(arch.block_experiment(_Block, 4, (2,), 0))
-    assert plain(arch.input_gradient_experiment(_input_gradient, "conv", 3))
-    assert plain(arch.small_ratio_experiment(_first_to_last, 0))
-    assert plain(arch.deep_ratio_experiment(_first_to_last, _Block, 2, 4, 0))
+    assert plain(residual_block.block_experiment(_Block, 4, (2,), 0))
+    assert plain(input_gradient.input_gradient_experiment(_input_gradient, "conv", 3))
+    assert plain(first_to_last.small_ratio_experiment(_first_to_last, 0))
+    assert plain(first_to_last.deep_ratio_experiment(_first_to_last, _Block, 2, 4, 0))
 
 
 @pytest.mark.parametrize("raised", [AttributeError, "SubmissionError"])

@@ -1,4 +1,4 @@
-"""Chapter 11's simulated ranks (chapters/ch11/ring.py) and lab 11's checks (chapters/ch11/checks.py)."""
+"""Chapter 11's simulated ranks (chapters/ch11/ring.py) and lab 11's checks (chapters/ch11/checks/)."""
 
 import threading
 import time
@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from cudalearn import checks
-from cudalearn.chapters.ch11 import checks as par
+from cudalearn.chapters.ch11.checks import ring_allreduce as ring_checks
+from cudalearn.chapters.ch11.checks import tp_mlp, zero_memory
 from cudalearn.chapters.ch11.ring import CollectiveError, Ring, ThreadGroup, chunk_bounds
 from cudalearn.dist import multigpu
 
@@ -28,7 +29,7 @@ def ring_allreduce(ring, direction=1):
 
 
 def _ring(world, n, seed=0):
-    return Ring(par.ring_inputs(world, n, seed))
+    return Ring(ring_checks.ring_inputs(world, n, seed))
 
 
 # Ring -----------------------------------------------------------------------------------------------
@@ -47,7 +48,7 @@ def test_chunks_are_cut_as_array_split_cuts(world, n):
 @pytest.mark.parametrize("direction", [1, -1])
 @pytest.mark.parametrize("world,n", [(1, 6), (2, 5), (3, 7), (4, 10), (5, 3), (8, 100)])
 def test_a_ring_all_reduce_sums_every_buffer_with_the_ring_formulas_bytes(world, n, direction):
-    x = par.ring_inputs(world, n, 0)
+    x = ring_checks.ring_inputs(world, n, 0)
     ring = Ring(x)
     ring_allreduce(ring, direction)
     got = ring.buffers()
@@ -151,8 +152,8 @@ def test_a_rank_that_never_returns_is_reported_and_the_group_still_returns():
 
 
 def test_check_ring_allreduce_passes_both_directions_and_names_planted_mistakes():
-    par.check_ring_allreduce(ring_allreduce)
-    par.check_ring_allreduce(lambda ring: ring_allreduce(ring, -1), cases=[(1, 4), (5, 3), (8, 33)])
+    ring_checks.check_ring_allreduce(ring_allreduce)
+    ring_checks.check_ring_allreduce(lambda ring: ring_allreduce(ring, -1), cases=[(1, 4), (5, 3), (8, 33)])
 
     def forgets_the_last_step(ring):
         n = ring.world
@@ -167,16 +168,16 @@ def test_check_ring_allreduce_passes_both_directions_and_names_planted_mistakes(
                 ring.step()
 
     with pytest.raises(AssertionError, match=r"4 message\(s\) were queued but never delivered"):
-        par.check_ring_allreduce(forgets_the_last_step)
+        ring_checks.check_ring_allreduce(forgets_the_last_step)
     with pytest.raises(AssertionError, match="not done yet"):
-        par.check_ring_allreduce(lambda ring: (_ for _ in ()).throw(NotImplementedError()))
+        ring_checks.check_ring_allreduce(lambda ring: (_ for _ in ()).throw(NotImplementedError()))
 
     def endless(ring):
         while True:
             ring.step()
 
     with pytest.raises(AssertionError, match="does a loop never end"):
-        par.check_ring_allreduce(endless)
+        ring_checks.check_ring_allreduce(endless)
 
 
 def _shard(fc1, fc2, rank, world):
@@ -189,8 +190,8 @@ def _forward(x, shard, b2, all_reduce):
 
 
 def test_check_tp_mlp_passes_the_megatron_split_and_matches_the_unsplit_layers():
-    par.check_tp_mlp(_shard, _forward)
-    par.check_tp_mlp(_shard, _forward, cases=[(1, 2, 5, 8, 3), (8, 2, 16, 64, 8)])
+    tp_mlp.check_tp_mlp(_shard, _forward)
+    tp_mlp.check_tp_mlp(_shard, _forward, cases=[(1, 2, 5, 8, 3), (8, 2, 16, 64, 8)])
 
 
 def test_check_tp_mlp_names_a_rank_that_skips_the_all_reduce_without_waiting():
@@ -206,12 +207,12 @@ def test_check_tp_mlp_names_a_rank_that_skips_the_all_reduce_without_waiting():
     with pytest.raises(
         AssertionError, match=r"all_reduce failed: CollectiveError: rank \d finished after 0 all_reduce"
     ):
-        par.check_tp_mlp(_shard, only_one_rank_reduces)
+        tp_mlp.check_tp_mlp(_shard, only_one_rank_reduces)
     assert time.monotonic() - t0 < 5
 
 
 def test_check_tp_mlp_reports_a_rank_that_never_returns(monkeypatch):
-    monkeypatch.setattr(par, "TP_TIMEOUT", 0.3)
+    monkeypatch.setattr(tp_mlp, "TP_TIMEOUT", 0.3)
     release = threading.Event()
 
     def hangs(x, shard, b2, all_reduce):
@@ -219,50 +220,55 @@ def test_check_tp_mlp_reports_a_rank_that_never_returns(monkeypatch):
 
     try:
         with pytest.raises(AssertionError, match=r"rank\(s\) \[0, 1\] had not returned after 0.3 s"):
-            par.check_tp_mlp(_shard, hangs, cases=[(2, 3, 6, 16, 10)])
+            tp_mlp.check_tp_mlp(_shard, hangs, cases=[(2, 3, 6, 16, 10)])
     finally:
         release.set()
 
 
 def test_check_tp_mlp_names_bad_answers():
     with pytest.raises(AssertionError, match=r"shard_mlp` returned None"):
-        par.check_tp_mlp(lambda *a: None, _forward)
+        tp_mlp.check_tp_mlp(lambda *a: None, _forward)
     with pytest.raises(AssertionError, match=r"has no key 'b1'"):
-        par.check_tp_mlp(lambda *a: {"w1": _shard(*a)["w1"], "w2": _shard(*a)["w2"]}, _forward)
+        tp_mlp.check_tp_mlp(lambda *a: {"w1": _shard(*a)["w1"], "w2": _shard(*a)["w2"]}, _forward)
     with pytest.raises(AssertionError, match=r"holds rows 0 to 7 of fc1\.weight; rank 1's are rows 8 to 15"):
-        par.check_tp_mlp(lambda fc1, fc2, rank, world: _shard(fc1, fc2, 0, world), _forward)
+        tp_mlp.check_tp_mlp(lambda fc1, fc2, rank, world: _shard(fc1, fc2, 0, world), _forward)
     with pytest.raises(AssertionError, match=r"is torch\.float32.*keep"):
-        par.check_tp_mlp(lambda *a: {k: v.float() for k, v in _shard(*a).items()}, _forward)
+        tp_mlp.check_tp_mlp(lambda *a: {k: v.float() for k, v in _shard(*a).items()}, _forward)
     with pytest.raises(AssertionError, match=r"`tp_forward` returned None on rank 0"):
-        par.check_tp_mlp(_shard, lambda x, shard, b2, all_reduce: None)
+        tp_mlp.check_tp_mlp(_shard, lambda x, shard, b2, all_reduce: None)
     with pytest.raises(AssertionError, match="(?s)mat1 and mat2.*multiply by their transpose"):
-        par.check_tp_mlp(_shard, lambda x, s, b2, ar: ar(F.gelu(x @ s["w1"] + s["b1"]) @ s["w2"].T) + b2)
+        tp_mlp.check_tp_mlp(_shard, lambda x, s, b2, ar: ar(F.gelu(x @ s["w1"] + s["b1"]) @ s["w2"].T) + b2)
     with pytest.raises(AssertionError, match="that is ReLU"):
-        par.check_tp_mlp(_shard, lambda x, s, b2, ar: ar(F.relu(x @ s["w1"].T + s["b1"]) @ s["w2"].T) + b2)
+        tp_mlp.check_tp_mlp(_shard, lambda x, s, b2, ar: ar(F.relu(x @ s["w1"].T + s["b1"]) @ s["w2"].T) + b2)
     with pytest.raises(AssertionError, match=r"has no gradient"):
-        par.check_tp_mlp(_shard, lambda x, s, b2, ar: _forward(x, s, b2, ar).detach())
+        tp_mlp.check_tp_mlp(_shard, lambda x, s, b2, ar: _forward(x, s, b2, ar).detach())
 
 
 def test_zero_formulas_give_the_papers_figure_1():
     """Rajbhandari et al. (2020), Figure 1: Ψ = 7.5e9, N = 64, K = 12 -> 120, 31.4, 16.6, 1.9 GB per GPU."""
-    for stage, gb in par.ZERO_FIGURE_1.items():
-        assert round(sum(par._zero_bytes(7_500_000_000, 64, stage).values()) / 1e9, 1) == gb
-    assert par._zero_bytes(5, 8, 3) == {"parameters": 2, "gradients": 2, "optimizer": 12}  # padded shards
+    for stage, gb in zero_memory.ZERO_FIGURE_1.items():
+        assert round(sum(zero_memory._zero_bytes(7_500_000_000, 64, stage).values()) / 1e9, 1) == gb
+    assert zero_memory._zero_bytes(5, 8, 3) == {
+        "parameters": 2,
+        "gradients": 2,
+        "optimizer": 12,
+    }  # padded shards
 
 
 def test_check_model_state_bytes_names_bad_answers():
-    par.check_model_state_bytes(par._zero_bytes)
+    zero_memory.check_model_state_bytes(zero_memory._zero_bytes)
     with pytest.raises(AssertionError, match="returned None"):
-        par.check_model_state_bytes(lambda n, w, s, k=12: None)
+        zero_memory.check_model_state_bytes(lambda n, w, s, k=12: None)
     with pytest.raises(AssertionError, match=r"keys \['parameters', 'gradients', 'optimizer'\].*missing"):
-        par.check_model_state_bytes(lambda n, w, s, k=12: {"parameters": 2 * n})
+        zero_memory.check_model_state_bytes(lambda n, w, s, k=12: {"parameters": 2 * n})
     with pytest.raises(AssertionError, match=r"numpy\.int64, where a Python int is asked for"):
-        par.check_model_state_bytes(
-            lambda n, w, s, k=12: {p: np.int64(v) for p, v in par._zero_bytes(n, w, s, k).items()}
+        zero_memory.check_model_state_bytes(
+            lambda n, w, s, k=12: {p: np.int64(v) for p, v in zero_memory._zero_bytes(n, w, s, k).items()}
         )
     with pytest.raises(AssertionError, match=r"stage 3 \(P_os\+g\+p\) shards the parameters too"):
-        par.check_model_state_bytes(
-            lambda n, w, s, k=12: {**par._zero_bytes(n, w, s, k), "parameters": 2 * n}, cases=[(64, 4, 3, 12)]
+        zero_memory.check_model_state_bytes(
+            lambda n, w, s, k=12: {**zero_memory._zero_bytes(n, w, s, k), "parameters": 2 * n},
+            cases=[(64, 4, 3, 12)],
         )
 
 
@@ -291,10 +297,10 @@ def _writes_buffers(ring):
 
 
 def _zero_with(**parts):
-    """par._zero_bytes with some parts replaced by functions of (n, world, stage, k, shard)."""
+    """zero_memory._zero_bytes with some parts replaced by functions of (n, world, stage, k, shard)."""
 
     def answer(n, world, stage, k=12):
-        got = par._zero_bytes(n, world, stage, k)
+        got = zero_memory._zero_bytes(n, world, stage, k)
         shard = -(-n // world)
         return {**got, **{p: f(n, world, stage, k, shard) for p, f in parts.items()}}
 
@@ -302,11 +308,11 @@ def _zero_with(**parts):
 
 
 def _zero_k8(n, world, stage, k=8):
-    return par._zero_bytes(n, world, stage, k)
+    return zero_memory._zero_bytes(n, world, stage, k)
 
 
 def _zero_no_default(n, world, stage, k):
-    return par._zero_bytes(n, world, stage, k)
+    return zero_memory._zero_bytes(n, world, stage, k)
 
 
 def _zero_float(n, world, stage, k=12):
@@ -385,10 +391,10 @@ def test_more_wrong_answers_fail_the_visible_check_naming_their_cause(name):
     kind, answer, cause = EXTRA[name]
     with pytest.raises(AssertionError, match=cause):
         if kind == "ring":
-            par.check_ring_allreduce(answer)
+            ring_checks.check_ring_allreduce(answer)
         elif kind == "tp":
-            par.check_tp_mlp(answer, _forward)
+            tp_mlp.check_tp_mlp(answer, _forward)
         elif kind == "tp-forward":
-            par.check_tp_mlp(_shard, answer)
+            tp_mlp.check_tp_mlp(_shard, answer)
         else:
-            par.check_model_state_bytes(answer)
+            zero_memory.check_model_state_bytes(answer)

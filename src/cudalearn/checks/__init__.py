@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from cudalearn.checks.answer_types import type_name
+
 NOT_DONE = (
     "the exercise is not done yet: replace the `# YOUR CODE HERE` lines "
     "(and the `pass` or `raise NotImplementedError()` below them) with your code."
@@ -206,21 +208,15 @@ def _largest_error(actual: np.ndarray, expected: np.ndarray, bad: np.ndarray) ->
     return "; ".join(parts) + "."
 
 
-def _type_name(x: Any) -> str:
-    """'float', 'numpy.float64', 'list': the type of a student's answer as a message names it."""
-    t = type(x)
-    return t.__name__ if t.__module__ in ("builtins", "student") else f"{t.__module__}.{t.__name__}"
-
-
 def _type_problem(actual: Any, expected: Any) -> str | None:
     """Why `actual` is not of `expected`'s type (an int for an int, a tuple for a tuple), or None."""
     if isinstance(expected, int) and not isinstance(expected, bool):
         if isinstance(actual, int) and not isinstance(actual, bool):
             return None
-        return f"is {actual!r}, a {_type_name(actual)}, where a Python int is asked for"
+        return f"is {actual!r}, a {type_name(actual)}, where a Python int is asked for"
     if isinstance(expected, tuple):
         if not isinstance(actual, tuple):
-            return f"is {actual!r}, a {_type_name(actual)}, where a tuple is asked for"
+            return f"is {actual!r}, a {type_name(actual)}, where a tuple is asked for"
         for i, (a, e) in enumerate(zip(actual, expected, strict=False)):
             if (why := _type_problem(a, e)) is not None:
                 return f"has item {i} that {why}"

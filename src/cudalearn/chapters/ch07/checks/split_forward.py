@@ -1,22 +1,13 @@
-"""Checks of lab 7 (AlexNet's two-GPU split), built on `checks` and the package's own models.
+"""Lab 7's second check: split_forward, AlexNet's forward pass over two columns, against the unsplit one.
 
-Visible checks already use more than the 2012 case (another exchange
-pattern, 2-byte elements, a float16 network); the hidden tests in the
-solution notebook call the same functions with still other patterns,
-activations, batch sizes and element sizes, so an answer that hard-codes
-the 2012 network or float32 is caught. The student's functions run through
-`checks.student_side` experiments (module-level functions here), so under
-`cudalearn grade` the two-column network is built, run and differentiated
-in the student's process and only plain data (logits, gradients, byte
-counts) comes back; the unsplit reference is built here from the same
-configuration and seed. Everything runs on the CPU in a few seconds.
+Logits and gradients are compared with the unsplit network's; the bytes each exchange layer sends with
+`alexnet.exchange_bytes`; the routes of the sends and the autograd graph show a column that used what
+lives on the other column's device, which the CPU run here would not otherwise notice.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,158 +15,10 @@ import torch
 import torch.nn.functional as F
 
 from cudalearn import checks
-from cudalearn.chapters.ch07.step_memory import optimizer_state_bytes, parameter_bytes
+from cudalearn.chapters.ch07.checks._calls import call_with_hint, watch
 from cudalearn.nn import alexnet
 from cudalearn.nn.alexnet import AlexNet, AlexNetConfig, TwoColumnAlexNet
 from cudalearn.runtime import device
-
-
-def _call(fn: Callable, name: str, *args: Any, hint: str = "") -> Any:
-    """fn(*args), with NotImplementedError turned into the "not done yet" message, errors into hints."""
-    try:
-        return checks.call_student(fn, name, *args)
-    except (RuntimeError, TypeError, KeyError, IndexError, ValueError) as e:
-        if not hint:
-            raise
-        raise AssertionError(f"`{name}` raised {type(e).__name__}: {e}\nHint: {hint}") from None
-
-
-@contextlib.contextmanager
-def _watch(*functions: Callable) -> Iterator[list[str]]:
-    """Names of the given Python functions called in this thread inside the block, however they were bound."""
-    codes = {f.__code__: f.__qualname__ for f in functions}
-    seen: list[str] = []
-
-    def hook(frame, event, arg):
-        if event == "call" and frame.f_code in codes:
-            seen.append(codes[frame.f_code])
-
-    previous = sys.getprofile()
-    sys.setprofile(hook)
-    try:
-        yield seen
-    finally:
-        sys.setprofile(previous)
-
-
-def _is_int(v: Any) -> bool:
-    """True for a Python int (not a bool, a float such as 3.0, or a NumPy integer)."""
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _type_name(v: Any) -> str:
-    t = type(v)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__name__}"
-
-
-def _require_int(got: Any, name: str, hint: str) -> None:
-    """Raise unless `got` is a Python int, naming the type the student returned."""
-    if got is not None and not _is_int(got):
-        raise AssertionError(
-            f"`{name}` returned {got!r}, a {_type_name(got)}: the text asks for an int. Hint: {hint}"
-        )
-
-
-# Exercise 1: bytes across the bus ------------------------------------------------------------------
-
-
-def exchange_experiment(exchange_bytes: Callable, cfg: AlexNetConfig, batch: int, size: int | None) -> dict:
-    """Lab 7, in the student's process: exchange_bytes(cfg, batch, size), and the package calls it made.
-
-    size None calls exchange_bytes(cfg, batch), leaving bytes_per_element to its default.
-    """
-    args = (cfg, batch) if size is None else (cfg, batch, size)
-    with _watch(alexnet.exchange_bytes) as called:
-        got = _call(exchange_bytes, "exchange_bytes", *args)
-    return {"value": got, "called": sorted(set(called))}
-
-
-def _exchange_hint(got: Any, cfg: AlexNetConfig, batch: int, size: int) -> str:
-    """What the usual wrong answers to exchange_bytes look like, recognised from their value."""
-    per_layer = alexnet.exchange_bytes(cfg, batch, size)
-    total = sum(f + b for f, b in per_layer.values())
-    logits = sum(per_layer[alexnet.OUTPUT])
-    values = total // (2 * size)  # values that cross forward
-    if got == total // 2:
-        return "that is half: the gradients cross back in the backward pass, as many bytes as went forward."
-    if got == total - logits:
-        return (
-            "you left out the logits: column 1's half of the output is gathered on column 0's device "
-            "for the loss, and its gradient goes back."
-        )
-    if got == total // 2 - per_layer[alexnet.OUTPUT][0]:
-        return "count both directions and the logits gathered for the loss."
-    if batch > 1 and got * batch == total:
-        return (
-            f"that is the count for one image: every image of the batch crosses, multiply by batch ({batch})."
-        )
-    if got == total + 2 * batch * (cfg.classes - cfg.classes // 2) * size:
-        return (
-            "you counted all the logits: only column 1's half, cfg.classes // 2 per image, crosses to "
-            "column 0 (column 0's half is already there), and its gradient back."
-        )
-    if size != 4 and got == 2 * values * 4:
-        return f"that is the answer for 4-byte elements: multiply by bytes_per_element (here {size})."
-    if cfg.exchange != alexnet.EXCHANGE_2012:
-        other = cfg.replace(exchange=alexnet.EXCHANGE_2012)
-        if got == sum(f + b for f, b in alexnet.exchange_bytes(other, batch, size).values()):
-            return (
-                f"that is the answer for the 2012 exchange layers {alexnet.EXCHANGE_2012}; this network "
-                f"exchanges at cfg.exchange = {cfg.exchange}: loop over cfg.exchange."
-            )
-    return (
-        "at each layer of cfg.exchange the whole input of the layer crosses once forward "
-        "(each column sends its half) and its gradient once backward; add the logits."
-    )
-
-
-def check_exchange_bytes(
-    exchange_bytes: Callable[[AlexNetConfig, int, int], int],
-    cases: Sequence[tuple[AlexNetConfig, int, int]] | None = None,
-) -> None:
-    """Lab 7: exchange_bytes(cfg, batch, bytes_per_element) = bytes crossing between the columns per step.
-
-    Default cases: the 2012 network (batch 128, float32), the small one, the small one exchanging at
-    conv2 and fc7 with 2-byte elements. The answer must be an int and must not call
-    `alexnet.exchange_bytes` (the reference it is compared with).
-    """
-    cases = cases or [
-        (AlexNetConfig.original(), 128, 4),
-        (AlexNetConfig.small(), 4, 4),
-        (AlexNetConfig.small(exchange=("conv2", "fc7")), 3, 2),
-    ]
-    for cfg, batch, size in cases:
-        call = f"exchange_bytes(cfg with exchange={cfg.exchange}, batch={batch}, bytes_per_element={size})"
-        out = checks.student_side(exchange_experiment, exchange_bytes, cfg, batch, size)
-        if out["called"]:
-            raise AssertionError(
-                f"{call} called alexnet.exchange_bytes, the package's own answer, which the exercise "
-                f"asks you not to use. Hint: add up batch * prod(cfg.input_shape(name)) for each name in "
-                f"cfg.exchange, and the logits, yourself."
-            )
-        got = out["value"]
-        _require_int(got, call, "count with integers: int(np.prod(...)) and cfg.classes // 2.")
-        expected = sum(f + b for f, b in alexnet.exchange_bytes(cfg, batch, size).values())
-        hint = _exchange_hint(got, cfg, batch, size) if got is not None and got != expected else ""
-        checks.check_equal(got, expected, name=call, hint=hint)
-    cfg, batch = cases[0][:2]  # and once with bytes_per_element left out: float32's 4 bytes
-    try:
-        got = checks.student_side(exchange_experiment, exchange_bytes, cfg, batch, None)["value"]
-    except TypeError as e:
-        raise AssertionError(
-            f"exchange_bytes(cfg, {batch}) without bytes_per_element raised TypeError: {e}. Hint: the "
-            f"default is float32's 4 bytes: keep `bytes_per_element=4` in the signature."
-        ) from None
-    expected = sum(f + b for f, b in alexnet.exchange_bytes(cfg, batch, 4).values())
-    checks.check_equal(
-        got,
-        expected,
-        name=f"exchange_bytes(cfg, {batch}) without bytes_per_element",
-        hint="the default is float32's 4 bytes: keep `bytes_per_element=4` in the signature.",
-    )
-
-
-# Exercise 2: the split forward pass ----------------------------------------------------------------
 
 
 def _split_problem(cfg: AlexNetConfig, batch: int, seed: int) -> tuple[AlexNet, torch.Tensor, torch.Tensor]:
@@ -189,6 +32,7 @@ def _split_problem(cfg: AlexNetConfig, batch: int, seed: int) -> tuple[AlexNet, 
 
 
 def _split_hint(cfg: AlexNetConfig) -> str:
+    """The hint for an error split_forward raises: where this network exchanges, and how."""
     return (
         f"this network exchanges at {cfg.exchange}: there each column's input is "
         "torch.cat([column 0's tensor, column 1's tensor], dim=1) on its own device; at every "
@@ -261,13 +105,15 @@ def split_experiment(split_forward: Callable, cfg: AlexNetConfig, batch: int, se
     """
     net, x, y = _split_problem(cfg, batch, seed)
     two = _WatchedColumns.from_unsplit(net)
-    with device.one_torch_thread(), _watch(TwoColumnAlexNet.forward, AlexNet.forward) as called:
-        got = _call(split_forward, "split_forward", two, x.as_subclass(_Images), hint=_split_hint(cfg))
+    with device.one_torch_thread(), watch(TwoColumnAlexNet.forward, AlexNet.forward) as called:
+        got = call_with_hint(
+            split_forward, "split_forward", two, x.as_subclass(_Images), hint=_split_hint(cfg)
+        )
     if isinstance(got, _Images):
         got = got.as_subclass(torch.Tensor)
     out: dict[str, Any] = {
         "forward_called": bool(called),
-        "type": _type_name(got),
+        "type": checks.type_name(got),
         "logits": None,
         "training": bool(two.training),  # the network is in evaluation mode before the call
     }
@@ -449,93 +295,3 @@ def check_split_forward(
     for c, b, s in problems:
         with device.one_torch_thread():  # small models: one thread is faster, on a shared CPU much faster
             _check_split_once(split_forward, c, b, s)
-
-
-# Exercise 3: the memory a training step holds ------------------------------------------------------
-
-_OPTIMIZERS = {
-    "sgd": lambda p: torch.optim.SGD(p, lr=0.01),
-    "momentum": lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
-    "adam": lambda p: torch.optim.Adam(p, lr=1e-3),
-}
-
-
-def _real_step_memory(
-    cfg: AlexNetConfig, optimizer: str, dtype: torch.dtype
-) -> tuple[int, int, dict[str, int]]:
-    """(parameters, element size, {weights, gradients, optimizer} bytes) after one real step in `dtype`."""
-    torch.manual_seed(0)
-    net = AlexNet(cfg.replace(dropout=0.0)).to(dtype)
-    opt = _OPTIMIZERS[optimizer](net.parameters())
-    x = torch.randn(2, cfg.in_channels, cfg.image, cfg.image, dtype=dtype)
-    F.cross_entropy(net(x).float(), torch.tensor([0, 1])).backward()
-    opt.step()
-    real = {
-        "weights": parameter_bytes(net),
-        "gradients": sum(p.grad.numel() * p.grad.element_size() for p in net.parameters()),
-        "optimizer": optimizer_state_bytes(opt),
-    }
-    n = sum(p.numel() for p in net.parameters())
-    return n, torch.empty((), dtype=dtype).element_size(), real
-
-
-def check_step_memory(
-    step_memory: Callable[[int, str, int], dict[str, int]],
-    cases: Sequence[tuple[str, torch.dtype]] | None = None,
-    cfg: AlexNetConfig | None = None,
-) -> None:
-    """Lab 7: step_memory(n_params, optimizer, bytes_per_element) matches what real optimisers hold.
-
-    For each (optimizer, dtype) case, a network is built in that dtype and
-    trained one step with the real optimiser; its parameters, gradients and
-    optimiser state are counted and compared with the student's answer
-    (ints). Default: SGD, momentum and Adam in float32, Adam in float16.
-    """
-    cfg = cfg or AlexNetConfig.small()
-    cases = cases or [
-        ("sgd", torch.float32),
-        ("momentum", torch.float32),
-        ("adam", torch.float32),
-        ("adam", torch.float16),
-    ]
-    for optimizer, dtype in cases:
-        with device.one_torch_thread():
-            n, size, real = _real_step_memory(cfg, optimizer, dtype)
-        call = f"step_memory({n}, {optimizer!r}, {size})"
-        got = _call(step_memory, "step_memory", n, optimizer, size)
-        if got is None:
-            raise AssertionError(f"`step_memory` returned None: {checks.NOT_DONE}")
-        if not isinstance(got, dict) or set(got) != set(real):
-            missing = sorted(set(real) - set(got)) if isinstance(got, dict) else []
-            raise AssertionError(
-                f"{call} should return a dict with the keys {sorted(real)}, got {got!r}."
-                + (f" Missing: {missing} (the gradients are as large as the weights)." if missing else "")
-            )
-        for kind, expected in real.items():
-            name = f"{call}[{kind!r}]"
-            _require_int(got[kind], name, "bytes are whole numbers: multiply ints, do not divide.")
-            checks.check_equal(
-                got[kind],
-                expected,
-                name=name,
-                hint=(
-                    "plain SGD keeps no state, SGD with momentum one buffer per parameter, Adam two "
-                    "(its running means of the gradient and of its square); each element takes "
-                    "bytes_per_element bytes."
-                    if kind == "optimizer"
-                    else f"one element of bytes_per_element (here {size}) bytes per parameter."
-                ),
-            )
-    try:  # bytes_per_element left out: float32's 4
-        got = _call(step_memory, "step_memory", 1000, "adam")
-    except TypeError as e:
-        raise AssertionError(
-            f"step_memory(1000, 'adam') without bytes_per_element raised TypeError: {e}. Hint: the "
-            f"default is float32's 4 bytes: keep `bytes_per_element=4` in the signature."
-        ) from None
-    checks.check_equal(
-        got,
-        {"weights": 4000, "gradients": 4000, "optimizer": 8000},
-        name="step_memory(1000, 'adam') without bytes_per_element",
-        hint="the default is float32's 4 bytes: keep `bytes_per_element=4` in the signature.",
-    )
