@@ -17,11 +17,12 @@ import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from cudalearn.compile import forkserver, ptx
+from cudalearn.grading import judgeserver, match, process, python_command
 from cudalearn.grading import lab as lab_mod
-from cudalearn.grading import match, process, python_command
 from cudalearn.grading.limits import (
     JUDGE_CGROUP_HEADROOM_MB,
     Limits,
@@ -85,15 +86,44 @@ def job_for(lab: lab_mod.Lab, answers: list[match.Answer], limits: Limits) -> di
     }
 
 
+@dataclass
+class Servers:
+    """A grade run's warm processes: judges and compile workers are forked from them (either may be None)."""
+
+    judges: judgeserver.Server | None = None
+    compiler: forkserver.Server | None = None
+
+    @classmethod
+    def start(cls, plan: lab_mod.Lab) -> Servers:
+        """Start both for `plan`'s lab; a server that cannot start is None (processes are then started)."""
+        servers = cls()
+        try:
+            servers.compiler = forkserver.Server()  # NVVM loaded once for the run
+        except OSError:
+            pass
+        try:
+            servers.judges = judgeserver.Server(judgeserver.preload_for(plan))
+        except OSError:
+            pass
+        return servers
+
+    def close(self) -> None:
+        for server in (self.judges, self.compiler):
+            if server is not None:
+                server.close()
+
+
 def _run_judge(
-    job: dict, limits: Limits, group: process.Cgroup | None = None, compiler: forkserver.Server | None = None
+    job: dict, limits: Limits, group: process.Cgroup | None = None, servers: Servers | None = None
 ) -> dict:
     """Run one judge process with its own memory limit; a backstop kills it and its sandboxes if it overruns.
 
     `group` (a cgroup) holds the judge and every sandbox it starts; it is emptied when the judge ends.
-    `compiler` (the grade run's compile server) forks the judge's compile worker, which is put in the
-    judge's group and limits and killed when the judge ends.
+    `servers` fork the judge (else it is started) and its compile worker, which is put in the judge's
+    group and limits and killed when the judge ends.
     """
+    compiler = servers.compiler if servers is not None else None
+    judges = servers.judges if servers is not None else None
     env = {**os.environ, "MPLBACKEND": "Agg"}
     env.pop(process.CGROUP_ENV, None)
     env.pop(ptx.WORKER_ENV, None)
@@ -113,15 +143,22 @@ def _run_judge(
         except OSError:
             judge_group = None
     try:
-        proc = subprocess.Popen(
-            python_command(JUDGE_MODULE),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=env,
-            pass_fds=() if sock is None else (sock.fileno(),),
-        )
+        proc = None
+        if judges is not None:
+            try:
+                proc = judges.judge(env, {ptx.WORKER_ENV: sock.fileno()} if sock is not None else {})
+            except OSError:  # the server is gone: start this judge
+                proc = None
+        if proc is None:
+            proc = subprocess.Popen(
+                python_command(JUDGE_MODULE),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+                pass_fds=() if sock is None else (sock.fileno(),),
+            )
     finally:
         if sock is not None:
             sock.close()  # the judge holds its own copy
@@ -144,7 +181,7 @@ def _run_judge(
         os.killpg(proc.pid, signal.SIGKILL)
         if group is not None:
             group.kill()
-        out, _ = proc.communicate()
+        out = proc.rest() if isinstance(proc, judgeserver.Judge) else proc.communicate()[0]
         fatal = f"the judge overran the time limit ({limits.timeout:g} s) by more than 120 s"
         return {"fatal": fatal, "tests": _finished_tests(out)}
     finally:
@@ -192,7 +229,7 @@ def grade_one(
     limits: Limits,
     notebook: object = None,
     group: process.Cgroup | None = None,
-    compiler: forkserver.Server | None = None,
+    servers: Servers | None = None,
 ) -> Result:
     """Grade one submitted notebook of `lab` (the student's code runs in other processes only)."""
     limits = student_user(limits)
@@ -203,7 +240,7 @@ def grade_one(
         notebook = sub.notebook
     answers = match.find_answers(lab, notebook)
     notes = [a.note for a in answers if a.note]
-    raw = _run_judge(job_for(lab, answers, limits), limits, group, compiler)
+    raw = _run_judge(job_for(lab, answers, limits), limits, group, servers)
     if "fatal" in raw:
         msg = f"the grader failed on this notebook ({raw['fatal']}); ask your instructor to look at it"
         res = all_errors(lab, student, path, msg, notes=notes, grader_error=raw["fatal"])
@@ -248,10 +285,7 @@ def grade(
     top = grader_cgroup()
     notes = containment_notes(limits, cgroup=top is not None)
     seq = itertools.count(1)
-    try:
-        compiler = forkserver.Server()  # NVVM loaded once for the run; a worker forked per judge
-    except OSError:
-        compiler = None
+    servers = Servers.start(plan)  # judges and compile workers forked from warm processes
 
     def run(entry: tuple[Submission, list[Path]]) -> Result:
         group = None
@@ -260,14 +294,13 @@ def grade(
                 group = top.child(f"n{next(seq)}")
             except OSError:
                 group = None
-        return _graded(plan, *entry, limits, group, notes, compiler)
+        return _graded(plan, *entry, limits, group, notes, servers)
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             results = list(pool.map(run, picked))
     finally:
-        if compiler is not None:
-            compiler.close()
+        servers.close()
         if top is not None:
             top.kill()
     mark_identical(plan, results, {s.student: s for s, _ in picked})
@@ -283,14 +316,14 @@ def _graded(
     limits: Limits,
     group: process.Cgroup | None = None,
     notes: list[str] = (),
-    compiler: forkserver.Server | None = None,
+    servers: Servers | None = None,
 ) -> Result:
     """Grade one student's picked notebook; any failure becomes that student's error row, not the class's."""
     if sub.error:
         result = all_errors(plan, sub.student, sub.path, f"could not read your notebook: {sub.error}")
     else:
         try:
-            result = grade_one(plan, sub.student, sub.path, limits, sub.notebook, group, compiler)
+            result = grade_one(plan, sub.student, sub.path, limits, sub.notebook, group, servers)
         except Exception as e:  # a grader bug on this notebook: reported on its row
             msg = f"the grader failed on this notebook ({type(e).__name__}: {e}); ask your instructor"
             result = all_errors(plan, sub.student, sub.path, msg, grader_error=str(e))

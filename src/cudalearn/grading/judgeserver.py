@@ -1,0 +1,282 @@
+"""Judges forked from one warm process of a grade run, instead of a fresh Python each (instructors).
+
+A judge starts by choosing the run mode and importing NumPy, Numba, the checks and the tracer (and,
+for the labs that use it, PyTorch): about a second of CPU before it reads its job. A grade run
+starts one `Server` that does that once, with the modules the lab's own cells import, and then
+forks a judge for each submission: a fresh process, in its own session, with its standard input,
+output and error on the grader's pipes and the grader's environment, that runs `judge.main` as a
+judge started by `python -m cudalearn.grading.judge` does. The server runs no job and no student
+code ever: every judge starts from the same untouched state, and one judge's work never reaches
+another's. It reports each judge's exit status on a pipe of that judge's own, so the grader still
+says how a judge ended.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import threading
+
+from cudalearn.grading import python_command
+
+_MODULE = "cudalearn.grading.judgeserver"
+#: what every judge imports before its job: the mode's Numba, the checks, the tracer, the judge itself
+_PRELOAD = (
+    "numpy",
+    "numba.cuda",
+    "cudalearn.checks",
+    "cudalearn.trace",
+    "cudalearn.exercises",
+    "cudalearn.grading.judge",
+    "cudalearn.compile.ptx",
+    "cudalearn.grading.rebuild",
+)
+
+
+class Judge:
+    """A forked judge as the grader sees it: its pid, pipes and exit status (what a Popen gave)."""
+
+    def __init__(self, pid: int, stdin, stdout, stderr, status: int) -> None:
+        self.pid, self.stdin, self.stdout, self.stderr, self._status = pid, stdin, stdout, stderr, status
+        self.returncode: int | None = None
+
+    def communicate(self, data: bytes, timeout: float) -> tuple[bytes, bytes]:
+        """Write the job, read the output and error to their end; raise TimeoutExpired past `timeout`."""
+        import time
+
+        try:
+            self.stdin.write(data)
+            self.stdin.close()
+        except BrokenPipeError:
+            pass
+        out, err = bytearray(), bytearray()
+        streams = {self.stdout.fileno(): out, self.stderr.fileno(): err}
+        deadline = time.monotonic() + timeout
+        while streams:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired("judge", timeout, bytes(out), bytes(err))
+            for fd in select.select(list(streams), [], [], left)[0]:
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    streams[fd].extend(chunk)
+                else:
+                    del streams[fd]
+        self.returncode = self._read_status(max(deadline - time.monotonic(), 0) + 5)
+        self.stdout.close()
+        self.stderr.close()
+        return bytes(out), bytes(err)
+
+    def rest(self) -> bytes:
+        """What the judge wrote after a timeout, once it is killed (its output ends with it)."""
+        data = bytearray()
+        while chunk := os.read(self.stdout.fileno(), 1 << 16):
+            data.extend(chunk)
+        self.returncode = self._read_status(5)
+        return bytes(data)
+
+    def _read_status(self, timeout: float) -> int | None:
+        ready = select.select([self._status], [], [], timeout)[0]
+        raw = os.read(self._status, 4) if ready else b""
+        os.close(self._status)
+        if len(raw) < 4:
+            return None
+        status = struct.unpack(">i", raw)[0]
+        return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+class Server:
+    """The grade run's judge server: `judge(env)` forks a judge and returns it."""
+
+    def __init__(self, preload: tuple[str, ...] = ()) -> None:
+        mine, theirs = socket.socketpair()
+        env = {**os.environ, "MPLBACKEND": "Agg"}
+        self.proc = subprocess.Popen(
+            python_command(_MODULE, str(theirs.fileno()), json.dumps(list(preload))),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+            env=env,
+        )
+        theirs.close()
+        self.control = mine
+        self._lock = threading.Lock()
+
+    def judge(self, env: dict, fd_env: dict[str, int] | None = None, timeout: float = 300.0) -> Judge:
+        """Fork a judge with this environment; `fd_env` names variables whose value starts with a
+        descriptor of this process ("FD:...") that the judge gets too (renumbered in its variable)."""
+        fd_env = fd_env or {}
+        pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, exit status
+        theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], *fd_env.values()]
+        try:
+            with self._lock:
+                socket.send_fds(self.control, [json.dumps([env, list(fd_env)]).encode()], theirs)
+                self.control.settimeout(timeout)  # the first judge waits for the server's imports
+                reply = self.control.recv(4)
+        finally:
+            for fd in theirs[:4]:
+                os.close(fd)
+        if len(reply) < 4:
+            for fd in (pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]):
+                os.close(fd)
+            raise OSError("the judge server did not fork a judge")
+        pid = struct.unpack(">i", reply)[0]
+        return Judge(
+            pid,
+            os.fdopen(pipes[0][1], "wb"),
+            os.fdopen(pipes[1][0], "rb"),
+            os.fdopen(pipes[2][0], "rb"),
+            pipes[3][0],
+        )
+
+    def close(self) -> None:
+        """End the server; its judges end with the grader's backstop and cgroups, as before."""
+        self.control.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def preload_for(plan) -> tuple[str, ...]:
+    """The modules a lab's own cells (context and tests) import, and those of the checks they call."""
+    import ast
+
+    from cudalearn import exercises
+    from cudalearn.grading.cells import without_magics
+
+    names = []
+    for cell in plan.cells:
+        if cell.role not in ("context", "test"):
+            continue
+        try:
+            tree = ast.parse(without_magics(cell.source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if node.value.id == "exercises" and node.attr in exercises._WHERE:
+                    names.append(f"cudalearn.{exercises._WHERE[node.attr]}")
+    return tuple(dict.fromkeys(names))
+
+
+def _main(fd: int, preload: list[str]) -> None:
+    """The server: choose the mode, import what every judge of the lab imports, fork on request."""
+    import sys
+
+    from cudalearn.grading import wire
+    from cudalearn.runtime import device
+
+    device.setup(quiet=True)  # as judge.main does, in the same order: the mode, then the host copies
+    wire.keep_host_copies()
+    for name in (*_PRELOAD, *preload):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001  (a module the lab's cells name but this machine lacks)
+            pass
+    control = socket.socket(fileno=fd)
+    status_of: dict[int, int] = {}  # judge pid -> the write end of its status pipe
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select; judges are reaped below
+    while True:
+        _reap(status_of)
+        try:
+            ready = select.select([control, wake_r], [], [])[0]
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+        if control not in ready:
+            continue
+        try:
+            msg, fds, _, _ = socket.recv_fds(control, 1 << 20, 16)
+        except OSError:
+            return
+        if not msg:
+            return  # the grader ended
+        env, fd_env = json.loads(msg)
+        pid = os.fork()
+        if pid == 0:
+            _child(fds, env, fd_env, control, wake_r, wake_w, status_of)
+        for f in fds[:3] + fds[4:]:
+            os.close(f)
+        status_of[pid] = fds[3]
+        control.sendall(struct.pack(">i", pid))
+    sys.exit(0)
+
+
+def _reap(status_of: dict[int, int]) -> None:
+    """Collect ended judges and write each one's wait status to its own pipe."""
+    while status_of:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        fd = status_of.pop(pid, None)
+        if fd is not None:
+            try:
+                os.write(fd, struct.pack(">i", status))
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def _child(fds, env, fd_env, control, wake_r, wake_w, status_of) -> None:
+    """In the forked judge: its own session and descriptors, the grader's environment, then the judge."""
+    import ctypes
+    import sys
+
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG: it dies with the server
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    control.close()
+    for f in (wake_r, wake_w, fds[3], *status_of.values()):
+        os.close(f)
+    os.setsid()
+    for target, f in enumerate(fds[:3]):
+        os.dup2(f, target)
+        os.close(f)
+    for name, f in zip(fd_env, fds[4:], strict=True):
+        env[name] = f"{f}:{env[name].split(':', 1)[1]}" if ":" in env[name] else str(f)
+    os.environ.clear()
+    os.environ.update(env)
+    from cudalearn.grading import judge
+
+    code = 0
+    try:
+        judge.main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001  (as Python itself: the traceback on stderr, code 1)
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    import sys
+
+    _main(int(sys.argv[1]), json.loads(sys.argv[2]))
