@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 
-from cudalearn.chapters.ch05.bench import shallow_net
+from cudalearn.chapters.ch05.bench import command_line
 
 if __name__ == "__main__":
-    sys.exit(shallow_net.main())
+    sys.exit(command_line.main())

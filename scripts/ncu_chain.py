@@ -45,6 +45,7 @@ def cmd_launch() -> int:
     import cudalearn
 
     cudalearn.setup("gpu")
+    from cudalearn.chapters.ch05.kernels import chain_pairs
     from cudalearn.chapters.ch05.kernels import elementwise as ew
     from cudalearn.runtime.numba_backend import cuda
 
@@ -56,7 +57,7 @@ def cmd_launch() -> int:
     for _ in range(2):
         ew.copy_2d[grid, block](dZ, dY)
         ew.bias_relu_dropout[grid, block](dZ, db, dm, s, dY)
-        ew.fused_chain_pairs(dZ, db, dm, s, dY)
+        chain_pairs.fused_chain_pairs(dZ, db, dm, s, dY)
     cuda.synchronize()
     print(json.dumps({"rows": rows, "cols": cols}))
     return 0

@@ -15,8 +15,8 @@ from numba import cuda, float32
 from cudalearn import checks, exercises
 from cudalearn.chapters.ch05.bench import dropout_chain
 from cudalearn.chapters.ch05.checks import coalesced_backward
+from cudalearn.chapters.ch05.kernels import blocked, chain_pairs, linear, tiles
 from cudalearn.chapters.ch05.kernels import elementwise as ew
-from cudalearn.chapters.ch05.kernels import linear
 from cudalearn.trace import trace
 
 RNG = np.random.default_rng(0)
@@ -120,28 +120,30 @@ def test_paired_chain_equals_the_scalar_fused_kernel_bit_for_bit():
         g, bl = ew.launch_chain(Z.shape, (8, 4))
         want = checks.run_kernel(ew.bias_relu_dropout, g, bl, Z, b, mask, s, checks.empty_output(Z.shape))[4]
         Y = np.full_like(Z, np.nan)
-        ew.fused_chain_pairs(Z, b, mask, s, Y, block=(8, 4))
+        chain_pairs.fused_chain_pairs(Z, b, mask, s, Y, block=(8, 4))
         np.testing.assert_array_equal(Y, want)
-    assert ew.launch_pairs((5, 22), (8, 4)) == ((1, 2), (8, 4))  # 11 pairs, 2 a thread, 8 threads a row
+    # 11 pairs, 2 a thread, 8 threads a row
+    assert chain_pairs.launch_pairs((5, 22), (8, 4)) == ((1, 2), (8, 4))
 
 
 @pytest.mark.parametrize("pairs", [1, 2, 4])
 def test_unsigned_paired_chain_equals_the_scalar_fused_kernel_bit_for_bit(pairs):
     """Shapes off the grid: rows off the block, one pair a row, a tail pair, a single row of 9 pairs."""
-    kernel = ew.bias_relu_dropout_pairs_u32(pairs)
-    assert ew.bias_relu_dropout_pairs_u32(pairs) is kernel, "one compile per number of pairs"
+    kernel = chain_pairs.bias_relu_dropout_pairs_u32(pairs)
+    assert chain_pairs.bias_relu_dropout_pairs_u32(pairs) is kernel, "one compile per number of pairs"
     for rows, cols in ((6, 40), (3, 2), (5, 22), (1, 18)):
         Z, b, mask, s = ew.chain_inputs(rows, cols, seed=7)
         g, bl = ew.launch_chain(Z.shape, (8, 4))
         want = checks.run_kernel(ew.bias_relu_dropout, g, bl, Z, b, mask, s, checks.empty_output(Z.shape))[4]
         Y = np.full_like(Z, np.nan)
-        grid, block = ew.launch_pairs(Z.shape, (8, 4), pairs)
-        Z2, b2, mask2, Y2 = ew.pair_views(Z, b, mask, Y)  # Y2 views Y: the kernel writes into Y
+        grid, block = chain_pairs.launch_pairs(Z.shape, (8, 4), pairs)
+        Z2, b2, mask2, Y2 = chain_pairs.pair_views(Z, b, mask, Y)  # Y2 views Y: the kernel writes into Y
         kernel[grid, block](Z2, b2, mask2, s, Y2)
         np.testing.assert_array_equal(Y, want, err_msg=f"pairs={pairs}, shape={(rows, cols)}")
-    assert ew.launch_pairs((5, 22), (8, 4), 4) == ((1, 2), (8, 4))  # 11 pairs, 4 a thread: 3 threads a row
+    # 11 pairs, 4 a thread: 3 threads a row
+    assert chain_pairs.launch_pairs((5, 22), (8, 4), 4) == ((1, 2), (8, 4))
     with pytest.raises(ValueError, match="pairs must be a positive int"):
-        ew.bias_relu_dropout_pairs_u32(0)
+        chain_pairs.bias_relu_dropout_pairs_u32(0)
 
 
 @pytest.mark.parametrize("cc", [(7, 5), (9, 0)])
@@ -150,7 +152,7 @@ def test_unsigned_paired_chain_compiles_without_wrap_around_code(cc):
     before the first store, and none of the wrap-around code of a signed index that the paired kernel has."""
     from cudalearn.compile import ptx
 
-    sig = ew.SIGNATURES["bias_relu_dropout_pairs"]
+    sig = chain_pairs.SIGNATURES["bias_relu_dropout_pairs"]
 
     def ops_of(kernel):
         text = ptx.compile_for_gpu(kernel, cc=cc, signature=sig)
@@ -160,7 +162,7 @@ def test_unsigned_paired_chain_compiles_without_wrap_around_code(cc):
         return [ln.split()[0] for ln in body.splitlines() if ln.strip().endswith(";")]
 
     for pairs in (1, *dropout_chain.PAIRS_U32):
-        ops = ops_of(ew.bias_relu_dropout_pairs_u32(pairs))
+        ops = ops_of(chain_pairs.bias_relu_dropout_pairs_u32(pairs))
         loads = [i for i, op in enumerate(ops) if op.startswith("ld.global")]
         stores = [i for i, op in enumerate(ops) if op.startswith("st.global")]
         assert ops.count("ld.global.f64") == 2 * pairs and ops.count("ld.global.u16") == pairs, (pairs, ops)
@@ -168,7 +170,7 @@ def test_unsigned_paired_chain_compiles_without_wrap_around_code(cc):
         assert max(loads) < min(stores), f"pairs={pairs}: a store before the last load"
         wrap = [op for op in ops if op in ("shr.s64", "and.b64") or op.startswith("selp")]
         assert not wrap, f"pairs={pairs}: wrap-around code of a signed index: {wrap}"
-    signed = ops_of(ew.bias_relu_dropout_pairs)
+    signed = ops_of(chain_pairs.bias_relu_dropout_pairs)
     assert signed.count("shr.s64") > 0 and signed.count("and.b64") > 0, "the signed kernel wraps its indices"
 
 
@@ -187,11 +189,11 @@ def _load_then_math(kernel, signature):
 def test_unsigned_paired_chain_issues_every_load_before_its_arithmetic():
     """Chapter 5, section 17: in the machine code, the paired kernel's second pair's loads wait for the
     first pair's add; the unsigned-index kernel issues all its loads first, for every number of pairs."""
-    sig = ew.SIGNATURES["bias_relu_dropout_pairs"]
+    sig = chain_pairs.SIGNATURES["bias_relu_dropout_pairs"]
     for pairs in dropout_chain.PAIRS_U32:
-        last_load, first_math = _load_then_math(ew.bias_relu_dropout_pairs_u32(pairs), sig)
+        last_load, first_math = _load_then_math(chain_pairs.bias_relu_dropout_pairs_u32(pairs), sig)
         assert last_load < first_math, f"pairs={pairs}: arithmetic before the last load"
-    last_load, first_math = _load_then_math(ew.bias_relu_dropout_pairs, sig)
+    last_load, first_math = _load_then_math(chain_pairs.bias_relu_dropout_pairs, sig)
     assert first_math < last_load, "the text says the paired kernel adds before its last pair's loads"
 
 
@@ -211,12 +213,12 @@ def test_best_fused_picks_the_fastest_timed_fused_kernel():
 def test_paired_chain_refuses_what_it_cannot_view_in_pairs():
     Z, b, mask, s = ew.chain_inputs(4, 7)
     with pytest.raises(ValueError, match="even number of columns"):
-        ew.fused_chain_pairs(Z, b, mask, s, np.empty_like(Z))
+        chain_pairs.fused_chain_pairs(Z, b, mask, s, np.empty_like(Z))
     Z, b, mask, s = ew.chain_inputs(4, 8)
     with pytest.raises(TypeError, match="mask: expected a 2-D uint8 array, got 2-D float32"):
-        ew.fused_chain_pairs(Z, b, mask.astype(np.float32), s, np.empty_like(Z))
+        chain_pairs.fused_chain_pairs(Z, b, mask.astype(np.float32), s, np.empty_like(Z))
     with pytest.raises(ValueError, match="shapes"):
-        ew.fused_chain_pairs(Z, b[:4], mask, s, np.empty_like(Z))
+        chain_pairs.fused_chain_pairs(Z, b[:4], mask, s, np.empty_like(Z))
 
 
 def test_chain_candidates_run_and_agree():
@@ -260,7 +262,7 @@ def _blocked_results(run, cfg, m, k, n):
 
     run(kernel, griddim, blockdim, *args) returns the arrays after the launch.
     """
-    kb = linear.blocked(cfg)
+    kb = blocked.blocked(cfg)
     X, W, b, dZ = rand(m, k), rand(k, n), rand(n), rand(m, n)
     A = np.maximum(rand(m, k), 0)
     got, want = {}, {}
@@ -301,7 +303,7 @@ def _blocked_results(run, cfg, m, k, n):
 
 
 def test_register_tiled_kernels_under_the_simulator():
-    got, want = _blocked_results(checks.run_kernel, linear.SIM_TILES, 11, 13, 10)
+    got, want = _blocked_results(checks.run_kernel, tiles.SIM_TILES, 11, 13, 10)
     for name in want:
         checks.check_close(got[name], want[name].astype(np.float32), name=name, rtol=1e-4, atol=1e-3)
 
@@ -316,7 +318,7 @@ def test_register_tiled_gpu_configuration_through_the_tracer():
         reports.append(rep)
         return rep.outputs
 
-    got, want = _blocked_results(run, linear.GPU_TILES, 65, 17, 10)  # two row tiles, partial tiles
+    got, want = _blocked_results(run, tiles.GPU_TILES, 65, 17, 10)  # two row tiles, partial tiles
     for name in want:
         checks.check_close(got[name], want[name].astype(np.float32), name=name, rtol=1e-4, atol=1e-3)
     by_kernel = {r.kernel: r for r in reports}
@@ -327,9 +329,9 @@ def test_register_tiled_gpu_configuration_through_the_tracer():
 def test_the_padding_column_removes_the_transposed_store_conflicts():
     X, dZ = rand(16, 64), rand(16, 64)
     args = (X, dZ, np.zeros((64, 64), np.float32), np.zeros(64, np.float32))
-    launch = linear.GPU_TILES.launch(64, 64)
-    padded = trace(linear.linear_backward_weight, *launch, *args)
-    unpadded = trace(linear.linear_backward_weight_unpadded, *launch, *args)
+    launch = tiles.GPU_TILES.launch(64, 64)
+    padded = trace(blocked.linear_backward_weight, *launch, *args)
+    unpadded = trace(blocked.linear_backward_weight_unpadded, *launch, *args)
     assert padded.bank_conflicts == 0
     # one tile of 16 rows: 1024 stores in 32 warp requests of 16 wavefronts each instead of 1
     assert unpadded.bank_conflicts == 32 * 15
@@ -351,23 +353,23 @@ def test_pre_transposed_weights_are_read_coalesced():
 
 
 def test_tiles_configurations():
-    assert linear.GPU_TILES.threads == (16, 16) and linear.SIM_TILES.threads == (4, 4)
-    assert linear.GPU_TILES.launch(1024, 10) == ((1, 16), (16, 16))
-    assert linear.tiles_for_mode("sim") is linear.SIM_TILES
-    assert linear.tiles_for_mode("gpu") is linear.GPU_TILES
+    assert tiles.GPU_TILES.threads == (16, 16) and tiles.SIM_TILES.threads == (4, 4)
+    assert tiles.GPU_TILES.launch(1024, 10) == ((1, 16), (16, 16))
+    assert tiles.tiles_for_mode("sim") is tiles.SIM_TILES
+    assert tiles.tiles_for_mode("gpu") is tiles.GPU_TILES
     with pytest.raises(ValueError, match="divide evenly"):
-        linear.make_blocked(linear.Tiles(bm=8, bn=8, bk=3, tm=2, tn=2))
+        blocked.make_blocked(tiles.Tiles(bm=8, bn=8, bk=3, tm=2, tn=2))
 
 
 def test_the_constants_table_is_what_the_kernels_use():
-    c = linear.constants(linear.GPU_TILES)
+    c = tiles.constants(tiles.GPU_TILES)
     values = {name: value for name, (value, _) in c.items()}
     assert values == {
         "BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "TX": 16, "TY": 16, "NT": 256,
         "A_LOADS": 4, "B_LOADS": 4, "BKP": 17, "TT": 32, "TR": 8, "TTP": 33,
     }  # fmt: skip
-    assert linear.constants(linear.GPU_TILES, pad=0)["BKP"][0] == 16
-    assert (values["TX"], values["TY"]) == linear.GPU_TILES.threads
+    assert tiles.constants(tiles.GPU_TILES, pad=0)["BKP"][0] == 16
+    assert (values["TX"], values["TY"]) == tiles.GPU_TILES.threads
     assert all(meaning for _, meaning in c.values()), "every constant says what it means"
     assert set(ew.CONSTANTS) == {"BLOCK_2D", "EPT", "PAIRS"} and ew.CONSTANTS["EPT"][0] == ew.EPT
 
@@ -380,11 +382,11 @@ def test_chapter_5_figures_draw_from_their_inputs():
 
     from cudalearn.chapters.ch05 import figures as figs
 
-    fig = figs.register_patch(linear.GPU_TILES)
+    fig = figs.register_patch(tiles.GPU_TILES)
     owner = fig.axes[0].images[0].get_array()
     assert owner.shape == (64, 64) and (owner == 1).sum() == 16, "thread (0, 0) owns a 4x4 patch"
     assert owner[16, 0] == 1 and owner[0, 16] == 1 and owner[1, 0] == 3, "rows and columns 16 apart"
-    rows, cols = linear.GPU_TILES.thread_outputs(1, 0)
+    rows, cols = tiles.GPU_TILES.thread_outputs(1, 0)
     assert rows == [0, 16, 32, 48] and cols == [1, 17, 33, 49]
     fig = figs.bytes_on_diagonal({"a": {"k": (8.0, 7.5)}, "b": {"x": (1.0, 1.0), "y": (2.0, 2.0)}})
     assert len(fig.axes) == 2 and len(fig.axes[1].collections[0].get_offsets()) == 2
@@ -399,9 +401,9 @@ def test_chapter_5_kernels_compile_to_ptx_in_registers_and_float32():
     import json, re, cudalearn
     cudalearn.setup("compile", quiet=True)
     from numba import cuda
-    from cudalearn.chapters.ch05.kernels import elementwise, linear
+    from cudalearn.chapters.ch05.kernels import blocked, chain_pairs, elementwise, linear
     out = {}
-    for m in (linear, elementwise):
+    for m in (linear, blocked, elementwise, chain_pairs):
         for name, sig in m.SIGNATURES.items():
             ptx, _ = cuda.compile_ptx(getattr(m, name).py_func, sig, cc=(9, 0))
             local = len(re.findall(r"(ld|st)[.]local", ptx))

@@ -39,10 +39,6 @@ MAX_TOP_LEVEL = 15
 MAX_LINES = 500
 #: files still over MAX_LINES, each a strict xfail until it is split (then the test fails: remove it here)
 KNOWN_LONG = {
-    "chapters/ch05/bench/shallow_net.py",
-    "chapters/ch05/kernels/elementwise.py",
-    "chapters/ch05/kernels/linear.py",
-    "chapters/ch05/model.py",
     "chapters/ch06/kernels/regblock.py",
     "chapters/ch10/checks.py",
     "chapters/ch10/kernels/softmax.py",

@@ -12,8 +12,11 @@ import pytest
 from cudalearn import checks
 from cudalearn.chapters.ch05 import data as epoch_data
 from cudalearn.chapters.ch05 import model as mlp
-from cudalearn.chapters.ch05.bench import fused_layer, shallow_net
-from cudalearn.chapters.ch05.kernels import linear
+from cudalearn.chapters.ch05 import training_loop
+from cudalearn.chapters.ch05.bench import fused_layer, goals, shallow_net
+from cudalearn.chapters.ch05.figures import plot_history
+from cudalearn.chapters.ch05.kernels import blocked, tiles
+from cudalearn.chapters.ch05.kernels.tuned import blocked_vec, make_blocked_vec
 from cudalearn.nn import datasets, training
 from cudalearn.runtime import precision
 
@@ -80,7 +83,9 @@ def test_naive_fused_and_torch_follow_the_same_losses_and_weights(tiny):
     params = mlp.init_params(sizes, seed=0)
     classes = (mlp.NaiveMLP, mlp.FusedMLP, mlp.PreparedMLP, mlp.TunedMLP, mlp.TorchMLP)
     nets = {cls.name: cls(params, 16, mlp.LR) for cls in classes}
-    hist = {name: mlp.train(net, tiny, 1, evaluate=False, progress=False) for name, net in nets.items()}
+    hist = {
+        name: training_loop.train(net, tiny, 1, evaluate=False, progress=False) for name, net in nets.items()
+    }
     assert len(hist["naive"].step_loss) == 2
     # the same kernels on the same arrays (the loss kernel's atomic sum may add in another order)
     checks.check_close(
@@ -145,17 +150,17 @@ def test_the_tuned_network_takes_128_bit_kernels_and_small_tiles_for_the_logits(
     of at most skinny_cols columns (the logits and their weight gradient), right on ragged shapes."""
     params = mlp.init_params(mlp.layer_sizes(tiny.features, 16), seed=0)
     net = mlp.TunedMLP(params, 16, mlp.LR)
-    main, skinny, cols = linear.tuned_tiles_for_mode()
+    main, skinny, cols = tiles.tuned_tiles_for_mode()
     assert net.product("linear_forward", (16, 16)) == (
-        linear.blocked_vec(main)["linear_forward"],
+        blocked_vec(main)["linear_forward"],
         main.launch(16, 16),
     )
     kernel, config = net.product("linear_backward_weight", (16, cols))
-    assert kernel is linear.blocked(skinny)["linear_backward_weight"] and config == skinny.launch(16, cols)
+    assert kernel is blocked.blocked(skinny)["linear_backward_weight"] and config == skinny.launch(16, cols)
     with pytest.raises(ValueError, match="multiples of 4"):
-        linear.make_blocked_vec(linear.Tiles(tm=2))
+        make_blocked_vec(tiles.Tiles(tm=2))
     rng = np.random.default_rng(5)
-    kernels, cfg = linear.blocked_vec(main), main
+    kernels, cfg = blocked_vec(main), main
     for m, k, n in [(main.bm + 5, main.bk + 3, main.bn - 3), (3, 1, 2)]:
         X, W = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
         b, dZ = rng.standard_normal(n, dtype=np.float32), rng.standard_normal((m, n), dtype=np.float32)
@@ -179,13 +184,11 @@ def test_the_tuned_products_store_their_transposed_tile_without_bank_conflicts()
     storing 32 k of one row, as make_blocked's layout would, gives the 4-way conflict it avoids."""
     from cudalearn.trace import trace
 
-    cfg, rng = linear.VEC_TILES, np.random.default_rng(7)
+    cfg, rng = tiles.VEC_TILES, np.random.default_rng(7)
     m, k, n = cfg.bm, 2 * cfg.bk, cfg.bn
     X, W = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
     out = np.zeros((m, n), np.float32)
-    rep = trace(
-        linear.blocked_vec(cfg)["linear_forward"], *cfg.launch(m, n), X, W, np.zeros(n, np.float32), out, 1
-    )
+    rep = trace(blocked_vec(cfg)["linear_forward"], *cfg.launch(m, n), X, W, np.zeros(n, np.float32), out, 1)
     checks.check_close(rep.outputs[3], np.maximum(X @ W, 0), name="traced Y", rtol=1e-4, atol=1e-4)
     store = next(s for s in rep.by_line.values() if "sAt[c, r] = v" in s.source)
     assert store.shared_requests > 0 and store.bank_conflicts == 0, (
@@ -202,7 +205,7 @@ def test_the_tuned_products_compile_to_128_bit_shared_loads_for_the_t4_and_the_h
     cudalearn.setup("compile", quiet=True)
     from numba import cuda
     from cudalearn.compile import ptx, toolchain
-    from cudalearn.chapters.ch05.kernels import linear
+    from cudalearn.chapters.ch05.kernels import tiles, tuned
     ptx._pretend_device((9, 0))  # numba-cuda compiles device functions for the current GPU: none here
     M, V = "float32[:, ::1]", "float32[::1]"
     sigs = {"linear_forward": f"void({M}, {M}, {V}, {M}, int64)",
@@ -211,7 +214,7 @@ def test_the_tuned_products_compile_to_128_bit_shared_loads_for_the_t4_and_the_h
     out = {}
     for cc in [(7, 5), (9, 0)]:
         for name, sig in sigs.items():
-            text, _ = cuda.compile_ptx(linear.blocked_vec(linear.VEC_TILES)[name].py_func, sig, cc=cc)
+            text, _ = cuda.compile_ptx(tuned.blocked_vec(tiles.VEC_TILES)[name].py_func, sig, cc=cc)
             entry = {"f64": ".f64" in text}
             if toolchain.find_tool("ptxas") and toolchain.find_tool("cuobjdump"):
                 rep = toolchain.compile_report(text, cc)
@@ -288,14 +291,14 @@ def test_a_prepared_launch_changes_only_number_arguments():
 
 def test_train_records_history_and_accuracy(tiny):
     params = mlp.init_params(mlp.layer_sizes(tiny.features, 16))
-    hist = mlp.train(mlp.TorchMLP(params, 8, 0.3), tiny, 3, progress=False, eval_rows=16)
+    hist = training_loop.train(mlp.TorchMLP(params, 8, 0.3), tiny, 3, progress=False, eval_rows=16)
     assert len(hist.step_loss) == 12 and len(hist.epoch_loss) == 3 and len(hist.test_accuracy) == 3
     assert all(0 <= a <= 1 for a in hist.test_accuracy + hist.train_accuracy)
     assert hist.epoch_loss[-1] < hist.epoch_loss[0]
-    fig = mlp.plot_history([hist], title="t")
+    fig = plot_history([hist], title="t")
     assert len(fig.axes) == 2
     with pytest.raises(ValueError, match="larger than"):
-        mlp.train(mlp.TorchMLP(params, 64, 0.3), tiny, 1, progress=False)
+        training_loop.train(mlp.TorchMLP(params, 64, 0.3), tiny, 1, progress=False)
 
 
 def test_torch_mlp_computes_in_fp32_and_leaves_the_tf32_settings_as_they_were(tiny, monkeypatch):
@@ -315,7 +318,7 @@ def test_torch_mlp_computes_in_fp32_and_leaves_the_tf32_settings_as_they_were(ti
     try:
         net = mlp.TorchMLP(mlp.init_params(mlp.layer_sizes(tiny.features, 16)), 16, 0.3)
         assert precision.settings() == seen, "building the network changed PyTorch's TF32 settings"
-        mlp.train(net, tiny, 1, progress=False)
+        training_loop.train(net, tiny, 1, progress=False)
         assert precision.settings() == seen, "training changed PyTorch's TF32 settings for the whole process"
         fp32 = {"matmul_allow_tf32": False, "cudnn_allow_tf32": False, "float32_matmul_precision": "highest"}
         assert inside == [fp32, fp32], "each step computes in true FP32"
@@ -357,7 +360,7 @@ def test_goal_lines_never_hide_a_miss():
     agree = {"fused": 0.02, "prepared": 0.03, "torch": 0.05}
     seconds = {"naive": 9.0, "fused": 1.3, "prepared": 1.0, "torch": 1.5}  # issue 17: <= 0.8x PyTorch's
     training = {"seconds": seconds, "spread": agree, "repeats": 3}
-    lines = shallow_net.goal_lines(training, 4000.0, 4300.0, source="H200")  # and >= 90% of the copy
+    lines = goals.goal_lines(training, 4000.0, 4300.0, source="H200")  # and >= 90% of the copy
     assert lines[0].startswith("MET") and "6.92x" in lines[0]
     assert lines[1].startswith("MET") and "(prepared)" in lines[1] and "0.67x" in lines[1], lines[1]
     assert (
@@ -365,34 +368,34 @@ def test_goal_lines_never_hide_a_miss():
     )
     assert lines[2].startswith("MET") and lines[2].endswith("[H200]")
     noisy = {"seconds": seconds, "spread": {**agree, "prepared": 0.15}, "repeats": 3}
-    noisy = shallow_net.goal_lines(noisy, None, None)
+    noisy = goals.goal_lines(noisy, None, None)
     assert noisy[1].startswith("MISSED") and "within 15%" in noisy[1], "our repeats disagree: no verdict"
     # PyTorch's noise cannot help ours: judged against its fastest run (1.2 s here, median 1.5 s)
     slow_host = {"seconds": seconds, "spread": {**agree, "torch": 0.27}, "repeats": 3}
     slow_host["runs"] = {"torch": [1.6, 1.2, 1.5]}
-    slow_host = shallow_net.goal_lines(slow_host, None, None)[1]
+    slow_host = goals.goal_lines(slow_host, None, None)[1]
     assert (
         slow_host.startswith("MISSED")
         and "0.83x (1.00 s, median, vs 1.20 s, PyTorch's fastest run)" in slow_host
     )
     assert "PyTorch's spread 27.0% (not required)" in slow_host, slow_host
     tuned = {"seconds": {**seconds, "tuned": 0.6}, "spread": {**agree, "tuned": 0.01}, "repeats": 3}
-    assert "(tuned)" in shallow_net.goal_lines(tuned, None, None)[1], "the fastest network is judged"
+    assert "(tuned)" in goals.goal_lines(tuned, None, None)[1], "the fastest network is judged"
     slower = {"seconds": {**seconds, "tuned": 1.1}, "spread": {**agree, "tuned": 0.01}, "repeats": 3}
-    assert "(prepared)" in shallow_net.goal_lines(slower, None, None)[1], "by time, not by name"
-    once = shallow_net.goal_lines({"seconds": seconds}, None, None)[1]
+    assert "(prepared)" in goals.goal_lines(slower, None, None)[1], "by time, not by name"
+    once = goals.goal_lines({"seconds": seconds}, None, None)[1]
     assert once.startswith("MISSED") and "fewer than 3 repeats" in once, once
-    two = shallow_net.goal_lines({"seconds": seconds, "spread": agree, "repeats": 2}, None, None)[1]
+    two = goals.goal_lines({"seconds": seconds, "spread": agree, "repeats": 2}, None, None)[1]
     assert two.startswith("MISSED"), "two runs that agree are not enough for a verdict"
     near = {"seconds": {"naive": 9.0, "fused": 1.3, "torch": 1.5}, "spread": agree, "repeats": 3}
-    near = shallow_net.goal_lines(near, 3800.0, 4300.0)
+    near = goals.goal_lines(near, 3800.0, 4300.0)
     assert "(fused)" in near[1], "without a prepared run the fused network is judged"
     assert [line.split()[0] for line in near[1:]] == ["MISSED", "MISSED"]  # 0.87x and 88%: close is a miss
     slow = {"seconds": {"naive": 4.0, "fused": 2.0, "torch": 0.5}, "spread": agree, "repeats": 3}
-    lines = shallow_net.goal_lines(slow, 2000.0, 4300.0)
+    lines = goals.goal_lines(slow, 2000.0, 4300.0)
     assert [line.split()[0] for line in lines] == ["MISSED", "MISSED", "MISSED"]
-    assert all(line.startswith("NO DATA") for line in shallow_net.goal_lines(None, None, None))
-    named = shallow_net.goal_lines(training, 4000.0, 4300.0, chain_name="fused, 8-byte accesses")[2]
+    assert all(line.startswith("NO DATA") for line in goals.goal_lines(None, None, None))
+    named = goals.goal_lines(training, 4000.0, 4300.0, chain_name="fused, 8-byte accesses")[2]
     assert named.endswith("93% (4,000 GB/s vs 4,300 GB/s, fused, 8-byte accesses)"), named
 
 

@@ -818,7 +818,7 @@ def reference_launches():
     """(name, kernel, griddim, blockdim, args) of the package's shared-memory kernels, small ragged sizes."""
     from cudalearn.chapters.ch03 import kernels as tiled
     from cudalearn.chapters.ch04 import kernels as transpose
-    from cudalearn.chapters.ch05.kernels import linear
+    from cudalearn.chapters.ch05.kernels import blocked, linear, tiles, tuned
     from cudalearn.chapters.ch06.kernels import regblock
 
     rng = np.random.default_rng(3)
@@ -844,8 +844,8 @@ def reference_launches():
                 else (mat(13, 20), mat(20, 9), mat(9), mat(13, 9))
             ),
         )
-    vec = [(linear.blocked_vec(cfg), cfg) for cfg in (linear.VEC_SIM_TILES, linear.VEC_TILES)]
-    for kernels, cfg in [(linear.blocked(cfg, 1), cfg) for cfg in (linear.SIM_TILES, linear.GPU_TILES)] + vec:
+    vec = [(tuned.blocked_vec(cfg), cfg) for cfg in (tiles.VEC_SIM_TILES, tiles.VEC_TILES)]
+    for kernels, cfg in [(blocked.blocked(cfg, 1), cfg) for cfg in (tiles.SIM_TILES, tiles.GPU_TILES)] + vec:
         m, k, n = cfg.bm + 5, cfg.bk + 3, cfg.bn - 3
         yield (
             "linear_forward",

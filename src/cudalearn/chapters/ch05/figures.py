@@ -8,12 +8,15 @@ configuration, stored or measured figures) and returns a matplotlib Figure:
 * `kernel_rates`: GFLOP/s of each layer kernel, one panel per part;
 * `training_times`: end-to-end seconds and the loss curves of the three networks;
 * `batch_sweep`: time per step and per sample against the batch, with the launch floor;
-* `bytes_on_diagonal`: counted against predicted bytes, on the line y = x.
+* `bytes_on_diagonal`: counted against predicted bytes, on the line y = x;
+* `plot_history`: loss per step and accuracy per epoch of trainings (`training_loop.train`'s Histories).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from cudalearn.nn.training import History
 
 NAIVE, FUSED, PREPARED, TORCH = "#bbbbbb", "#3182bd", "#08519c", "#e6550d"
 
@@ -39,7 +42,7 @@ def digit_copies(data, originals: int = 5, per_row: int = 8):
 def register_patch(cfg, threads=((0, 0), (1, 0), (0, 1))):
     """The (BM, BN) output tile of one block, with the (TM, TN) outputs each given thread owns (Chapter 5).
 
-    `cfg` is a `cudalearn.chapters.ch05.kernels.linear.Tiles`; thread (tx, ty) owns rows
+    `cfg` is a `cudalearn.chapters.ch05.kernels.tiles.Tiles`; thread (tx, ty) owns rows
     ty + i * TY and columns tx + j * TX (`Tiles.thread_outputs`). Outlined: the output each thread of
     the first warp computes for i = j = 0 (with TX = 16, two rows of 16
     neighbouring columns: its stores are coalesced).
@@ -169,5 +172,33 @@ def bytes_on_diagonal(panels: dict[str, dict[str, tuple[float, float]]], unit: s
         ax.set_ylabel(f"counted ({unit})")
         ax.set_title(title, fontsize=8)
         ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_history(histories: list[History], title: str = ""):
+    """Loss per step and accuracy per epoch of one or more trainings, side by side (Chapter 5)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for h in histories:
+        ax_loss.plot(np.arange(1, len(h.step_loss) + 1), h.step_loss, lw=1, label=h.name)
+        epochs = np.arange(1, len(h.test_accuracy) + 1)
+        if len(epochs):
+            ax_acc.plot(epochs, h.test_accuracy, "o-", label=f"{h.name}: test")
+        if h.train_accuracy:
+            ax_acc.plot(epochs, h.train_accuracy, "s--", alpha=0.6, label=f"{h.name}: train")
+    ax_loss.set_xlabel("step")
+    ax_loss.set_ylabel("training loss (batch mean)")
+    ax_loss.set_yscale("log")
+    ax_loss.legend()
+    ax_acc.set_xlabel("epoch")
+    ax_acc.set_ylabel("accuracy")
+    ax_acc.legend()
+    for ax in (ax_loss, ax_acc):
+        ax.grid(True, lw=0.3)
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig

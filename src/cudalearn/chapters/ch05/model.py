@@ -7,7 +7,8 @@ mini-batch SGD. Weights W are (inputs, outputs), biases (outputs,), all
 float32, in the layout of `init_params`.
 
 Five implementations of exactly that math, with the same interface
-(`step`, `logits`, `params`), so one training loop (`train`) drives them:
+(`step`, `logits`, `params`), so one training loop
+(`cudalearn.chapters.ch05.training_loop.train`) drives them:
 
 * `NaiveMLP`: one thread per output, global memory only, one kernel per
   operation (matmul, bias, ReLU, ...), W read as stored in the backward pass;
@@ -18,29 +19,31 @@ Five implementations of exactly that math, with the same interface
 * `PreparedMLP`: `FusedMLP`'s kernels and step, each launch's host work
   done once and replayed (`launch.prepared`);
 * `TunedMLP`: `PreparedMLP` with faster products: 128-bit shared reads
-  (`linear.make_blocked_vec`) and small tiles for the 10-logit layer;
+  (`tuned.make_blocked_vec`) and small tiles for the 10-logit layer;
 * `TorchMLP`: the same network in PyTorch (FP32, TF32 off), the reference.
 
 Each network's data lives on the device in its `data_class`
 (`cudalearn.chapters.ch05.data`); `train` records a `cudalearn.nn.training.History`.
 What the chapter times (harnesses, kernel candidates, goals) is in
-`cudalearn.chapters.ch05.bench.shallow_net`.
+`cudalearn.chapters.ch05.bench`.
 """
 
 from __future__ import annotations
 
 import math
-import time
-import warnings
-from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
 from cudalearn.chapters.ch02.kernels.matmul import matmul_naive
 from cudalearn.chapters.ch05.data import NumbaData, TorchData, block_2d
+from cudalearn.chapters.ch05.grid_warnings import quiet_grids
 from cudalearn.chapters.ch05.kernels import elementwise as ew
 from cudalearn.chapters.ch05.kernels import linear
-from cudalearn.nn.training import History, accuracy, train_step
+from cudalearn.chapters.ch05.kernels.blocked import blocked
+from cudalearn.chapters.ch05.kernels.tiles import Tiles, tiles_for_mode, tuned_tiles_for_mode
+from cudalearn.chapters.ch05.kernels.tuned import blocked_vec
+from cudalearn.chapters.ch05.training_loop import train  # noqa: F401  (the book cites mlp.train)
+from cudalearn.nn.training import train_step
 from cudalearn.runtime import device, launch, precision
 from cudalearn.runtime.counting import Launches, count_launches  # noqa: F401  (mlp.count_launches)
 from cudalearn.runtime.numba_backend import cuda
@@ -66,37 +69,6 @@ def init_params(sizes: tuple[int, ...] | list[int], seed: int = 0) -> list[tuple
 def layer_sizes(features: int, hidden: int, layers: int = 2, classes: int = 10) -> tuple[int, ...]:
     """(features, hidden, ..., hidden, classes) with `layers` hidden layers (Chapter 5)."""
     return (features, *([hidden] * layers), classes)
-
-
-def quiet_small_grids() -> None:
-    """Turn off Numba's low-occupancy warning in this process: Chapter 5's small grids are meant (Chapter 5).
-
-    Numba warns when a launch has fewer than 128 blocks. The network's
-    10-logit layer, the loss kernel on one row a thread, and the host-cost
-    timings on one block launch such grids on purpose; the chapter measures
-    what they cost instead of printing a warning for each.
-    """
-    import importlib
-    import os
-
-    from cudalearn.runtime import numba_backend
-
-    os.environ["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = "0"  # survives a reload of Numba's config
-    configs = ["numba.cuda.core.config"]
-    if numba_backend.choice().package == numba_backend.NUMBA_CUDA_MLIR:
-        configs.append("numba_cuda_mlir.numba_cuda.core.config")  # its own copy of the setting
-    for name in configs:
-        importlib.import_module(name).CUDA_LOW_OCCUPANCY_WARNINGS = 0
-
-
-@contextmanager
-def quiet_grids():
-    """Silence Numba's small-grid performance warning (the last layer has 10 outputs) (Chapter 5)."""
-    with warnings.catch_warnings():
-        # by message: numba-cuda 0.30 raises its own copy of the warning class (numba.cuda.core.errors),
-        # and on a GPU the message starts with colour codes
-        warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
-        yield
 
 
 # The networks ----------------------------------------------------------------------------------
@@ -196,10 +168,10 @@ class FusedMLP(_NumbaMLP):
 
     name = "fused"
 
-    def __init__(self, params, batch: int, lr: float, tiles: linear.Tiles | None = None):
+    def __init__(self, params, batch: int, lr: float, tiles: Tiles | None = None):
         super().__init__(params, batch, lr)
-        self.tiles = tiles or linear.tiles_for_mode()
-        self.k = linear.blocked(self.tiles)
+        self.tiles = tiles or tiles_for_mode()
+        self.k = blocked(self.tiles)
         self.WT = [cuda.to_device(np.ascontiguousarray(W.T)) for W, _ in params]  # W.T, kept up to date
 
     def load_params(self, params) -> None:
@@ -300,7 +272,7 @@ class PreparedMLP(FusedMLP):
     #: fit many times over; a training run that brings a new data set starts the cache again.
     MAX_PLANS = 1024
 
-    def __init__(self, params, batch: int, lr: float, tiles: linear.Tiles | None = None):
+    def __init__(self, params, batch: int, lr: float, tiles: Tiles | None = None):
         super().__init__(params, batch, lr, tiles)
         self._plans: dict[tuple[int, int], list] = {}  # (id X, id y): the step's prepared launches
         self._loss = self.layers  # the loss launch comes right after the forward pass's launches
@@ -333,22 +305,22 @@ class PreparedMLP(FusedMLP):
 class TunedMLP(PreparedMLP):
     """PreparedMLP with Chapter 6's shared-memory reads in its products (Chapter 5, section 14).
 
-    The three products are `linear.make_blocked_vec`'s: each thread's 4 x 4 outputs in groups of four,
+    The three products are `tuned.make_blocked_vec`'s: each thread's 4 x 4 outputs in groups of four,
     so a step along k reads them with 128-bit shared loads, and a tile's 32 steps written out. A product
-    whose result has at most `linear.SKINNY_COLS` columns (the 10 logits and their weight gradient)
-    runs the package's kernels on small tiles of one output a thread instead (`linear.SKINNY_TILES`).
+    whose result has at most `tiles.SKINNY_COLS` columns (the 10 logits and their weight gradient)
+    runs the package's kernels on small tiles of one output a thread instead (`tiles.SKINNY_TILES`).
     The same arguments, number of launches a step and results as FusedMLP (other kernels and grids for
     the products); the SGD kernel is FusedMLP's. `tiles`:
-    (main, skinny, skinny_cols), `linear.tuned_tiles_for_mode()` by default.
+    (main, skinny, skinny_cols), `tiles.tuned_tiles_for_mode()` by default.
     """
 
     name = "tuned"
 
     def __init__(self, params, batch: int, lr: float, tiles: tuple | None = None):
-        main, skinny, self.skinny_cols = tiles or linear.tuned_tiles_for_mode()
+        main, skinny, self.skinny_cols = tiles or tuned_tiles_for_mode()
         super().__init__(params, batch, lr, main)
-        self.k = linear.blocked_vec(main)
-        self.skinny_tiles, self.skinny = skinny, linear.blocked(skinny)
+        self.k = blocked_vec(main)
+        self.skinny_tiles, self.skinny = skinny, blocked(skinny)
 
     def product(self, name: str, shape) -> tuple:
         """The 128-bit-read kernel, or the small-tile one for a result of at most skinny_cols columns."""
@@ -379,7 +351,7 @@ def torch_model(params):
 class TorchMLP:
     """The same network in PyTorch: nn.Linear, F.cross_entropy, optim.SGD; FP32, TF32 off (Chapter 5).
 
-    It computes in true FP32, as the Numba networks do, inside `computing(net)`
+    It computes in true FP32, as the Numba networks do, inside `training_loop.computing(net)`
     (`precision.fp32()`), which `train` and the timings of `bench.shallow_net`
     enter once per run, so no step pays for switching; PyTorch's TF32 settings
     are put back after it. `logits` enters it itself.
@@ -424,98 +396,3 @@ class TorchMLP:
         return [
             (m.weight.detach().cpu().numpy().T.copy(), m.bias.detach().cpu().numpy().copy()) for m in lins
         ]
-
-
-# Training --------------------------------------------------------------------------------------
-
-
-def permutations(n: int, epochs: int, seed: int = 0) -> list[np.ndarray]:
-    """The int32 row orders of `epochs` epochs: the same for every network trained with this seed."""
-    rng = np.random.default_rng(seed)
-    return [rng.permutation(n).astype(np.int32) for _ in range(epochs)]
-
-
-def computing(net):
-    """The context `net`'s steps run in: `precision.fp32()` for TorchMLP, else none (Chapter 5)."""
-    return precision.fp32() if isinstance(net, TorchMLP) else nullcontext()
-
-
-def train(
-    net,
-    data,
-    epochs: int,
-    *,
-    seed: int = 0,
-    evaluate: bool = True,
-    progress: bool = True,
-    eval_rows: int | None = None,
-) -> History:
-    """Train `net` for `epochs` epochs of full batches; return its History (Chapter 5).
-
-    `data` is a DigitSet, or the same already on the device (`net.data_class(data)`).
-    Each epoch shuffles the training rows (the same orders for every
-    network, from `seed`), runs `n_train // batch` steps, and copies the
-    epoch's losses to the host once. With `evaluate`, the accuracy on the
-    test set and on the first `eval_rows` training rows follows each epoch.
-    A tqdm bar shows the steps and the last epoch's loss.
-    """
-    from tqdm.auto import tqdm
-
-    dd = data if isinstance(data, net.data_class) else net.data_class(data)
-    batch = net.batch
-    steps = dd.n_train // batch
-    if steps == 0:
-        raise ValueError(f"batch {batch} is larger than the {dd.n_train} training rows")
-    hist = History(net.name)
-    losses = dd.losses(epochs * steps)
-    eval_rows = dd.n_train if eval_rows is None else min(eval_rows, dd.n_train)
-    t0 = time.perf_counter()
-    bar = tqdm(total=epochs * steps, desc=f"{net.name} training", unit="step", disable=not progress)
-    with quiet_grids(), computing(net):
-        for epoch, perm in enumerate(permutations(dd.n_train, epochs, seed)):
-            dd.shuffle(perm)
-            for s in range(steps):
-                X, y = dd.batch(s, batch)
-                net.step(X, y, losses, epoch * steps + s)
-                bar.update(1)
-            epoch_losses = dd.host(losses[epoch * steps : (epoch + 1) * steps])
-            hist.step_loss += [float(v) for v in epoch_losses]
-            hist.epoch_loss.append(float(np.mean(epoch_losses)))
-            postfix = {"loss": f"{hist.epoch_loss[-1]:.4f}"}
-            if evaluate:
-                hist.test_accuracy.append(accuracy(net.logits(dd.X_test), dd.y_test_host))
-                train_logits = net.logits(dd.X_train[:eval_rows])
-                hist.train_accuracy.append(accuracy(train_logits, dd.y_train_host[:eval_rows]))
-                postfix["test acc"] = f"{hist.test_accuracy[-1]:.3f}"
-            bar.set_postfix(postfix)
-    bar.close()
-    dd.synchronize()
-    hist.seconds = time.perf_counter() - t0
-    return hist
-
-
-def plot_history(histories: list[History], title: str = ""):
-    """Loss per step and accuracy per epoch of one or more trainings, side by side (Chapter 5)."""
-    import matplotlib.pyplot as plt
-
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for h in histories:
-        ax_loss.plot(np.arange(1, len(h.step_loss) + 1), h.step_loss, lw=1, label=h.name)
-        epochs = np.arange(1, len(h.test_accuracy) + 1)
-        if len(epochs):
-            ax_acc.plot(epochs, h.test_accuracy, "o-", label=f"{h.name}: test")
-        if h.train_accuracy:
-            ax_acc.plot(epochs, h.train_accuracy, "s--", alpha=0.6, label=f"{h.name}: train")
-    ax_loss.set_xlabel("step")
-    ax_loss.set_ylabel("training loss (batch mean)")
-    ax_loss.set_yscale("log")
-    ax_loss.legend()
-    ax_acc.set_xlabel("epoch")
-    ax_acc.set_ylabel("accuracy")
-    ax_acc.legend()
-    for ax in (ax_loss, ax_acc):
-        ax.grid(True, lw=0.3)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    return fig

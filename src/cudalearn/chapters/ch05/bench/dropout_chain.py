@@ -1,8 +1,8 @@
 """Chapter 5's memory-bound chain timed: bias, ReLU, dropout unfused, fused, paired and in PyTorch.
 
 The kernels, their launches, bytes and NumPy specification live in
-`cudalearn.chapters.ch05.kernels.elementwise`; this module makes the callables that
-Chapter 5 and `scripts/bench_fusion.py` time with `timing.measure`.
+`cudalearn.chapters.ch05.kernels.elementwise`, the paired ones in `chain_pairs`; this module makes
+the callables that Chapter 5 and `scripts/bench_fusion.py` time with `timing.measure`.
 """
 
 from __future__ import annotations
@@ -47,10 +47,14 @@ def chain_candidates(rows, cols, p=0.1, seed=0, block=None):
     import numpy as np
     import torch
 
-    from cudalearn.chapters.ch05.kernels.elementwise import (
-        bias_relu_dropout,
+    from cudalearn.chapters.ch05.kernels.chain_pairs import (
         bias_relu_dropout_pairs,
         bias_relu_dropout_pairs_u32,
+        launch_pairs,
+        pair_views,
+    )
+    from cudalearn.chapters.ch05.kernels.elementwise import (
+        bias_relu_dropout,
         chain_bias,
         chain_inputs,
         chain_mask,
@@ -59,8 +63,6 @@ def chain_candidates(rows, cols, p=0.1, seed=0, block=None):
         chain_scale,
         copy_2d,
         launch_chain,
-        launch_pairs,
-        pair_views,
     )
     from cudalearn.runtime.device import torch_device
     from cudalearn.runtime.numba_backend import cuda

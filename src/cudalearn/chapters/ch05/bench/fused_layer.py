@@ -2,7 +2,7 @@
 
 `layer_candidates` builds the naive, tiled, register-tiled and PyTorch
 versions of one layer's forward pass and both backward products on the same
-arrays, with a check against NumPy in float64; `cudalearn.chapters.ch05.bench.shallow_net`
+arrays, with a check against NumPy in float64; `cudalearn.chapters.ch05.bench.command_line`
 (`scripts/bench_fusion.py`) and the chapter's layer cell time them.
 """
 
@@ -33,6 +33,8 @@ def layer_candidates(m: int, k: int, n: int, seed: int = 0) -> dict[str, Any]:
     from cudalearn.chapters.ch05 import data as epoch_data
     from cudalearn.chapters.ch05.kernels import elementwise as ew
     from cudalearn.chapters.ch05.kernels import linear
+    from cudalearn.chapters.ch05.kernels.blocked import blocked
+    from cudalearn.chapters.ch05.kernels.tiles import tiles_for_mode
     from cudalearn.runtime import device
     from cudalearn.runtime.numba_backend import cuda
 
@@ -51,9 +53,9 @@ def layer_candidates(m: int, k: int, n: int, seed: int = 0) -> dict[str, Any]:
     dW, db = cuda.device_array((k, n), np.float32), cuda.device_array(n, np.float32)
     dev = device.torch_device()
     t = {name: torch.from_numpy(v).to(dev) for name, v in dict(X=X, W=W, b=b, dZ=dZ, A=A).items()}
-    tiles = linear.tiles_for_mode()
-    kb = linear.blocked(tiles)
-    kb_unpadded = linear.blocked(tiles, 0)
+    tiles = tiles_for_mode()
+    kb = blocked(tiles)
+    kb_unpadded = blocked(tiles, 0)
     tile = size("ch5.tile")
     _, linear_relu_tiled = linear.tiled(tile)
     nb = size("ch5.naive_block")

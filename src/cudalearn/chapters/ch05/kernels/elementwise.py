@@ -11,36 +11,23 @@ Two groups, all float32 unless stated:
 * the **memory-bound chain** of the chapter's last section: bias, ReLU, a
   dropout mask and the dropout scale, as four kernels (`chain_bias`,
   `chain_relu`, `chain_mask`, `chain_scale`) or as one
-  (`bias_relu_dropout`), the same fused kernel with 8-byte accesses
-  (`bias_relu_dropout_pairs`, launched by `fused_chain_pairs`), the paired
-  kernel with unsigned indices and a compile-time number of pairs a thread
-  (`bias_relu_dropout_pairs_u32(pairs)`, a cached factory), and the copy
-  kernel whose bandwidth they are compared with (`copy_2d`). Each of their
-  threads handles EPT elements of a row (`launch_chain(shape)` gives the
-  launch), or PAIRS pairs of elements for the paired kernel
-  (`launch_pairs(shape, block, pairs)`).
+  (`bias_relu_dropout`), and the copy kernel whose bandwidth they are
+  compared with (`copy_2d`). Each of their threads handles EPT elements of a
+  row (`launch_chain(shape)` gives the launch). The same fused kernel with
+  8-byte accesses is `chain_pairs`'s, its constant `PAIRS` and its words'
+  halves (`_unpack_pair`, `_pack_pair`) are here with the chain's.
 
 2-D kernels use the course's convention (Chapter 2): thread (x, y) of
 `cuda.grid(2)` handles element [y, x], so a warp runs along a row.
 `launch_2d(shape)` gives the launch configuration of the network's kernels.
 """
 
-import functools
 import math
 
 import numpy as np
 
 from cudalearn.runtime import launch
-from cudalearn.runtime.numba_backend import (
-    SIMULATOR,
-    cuda,
-    float32,
-    float64,
-    libdevice,
-    uint16,
-    uint32,
-    uint64,
-)
+from cudalearn.runtime.numba_backend import SIMULATOR, cuda, float32, libdevice
 
 SIGNATURES = {
     "add_bias": "void(float32[:, ::1], float32[::1], float32[:, ::1])",
@@ -57,14 +44,9 @@ SIGNATURES = {
     "chain_mask": "void(float32[:, ::1], uint8[:, ::1])",
     "chain_scale": "void(float32[:, ::1], float32)",
     "bias_relu_dropout": "void(float32[:, ::1], float32[::1], uint8[:, ::1], float32, float32[:, ::1])",
-    "bias_relu_dropout_pairs": (
-        "void(float64[:, ::1], float64[::1], uint16[:, ::1], float32, float64[:, ::1])"
-    ),
     "copy_2d": "void(float32[:, ::1], float32[:, ::1])",
     "empty_kernel": "void(float32[::1])",
 }
-# bias_relu_dropout_pairs_u32's kernels are made per number of pairs by a factory, so none is listed
-# here: tests/test_fusion.py compiles them for sm_75 and sm_90 with the paired kernel's signature.
 
 #: Block of the 2-D elementwise launches: 32 threads along a row (one warp), 8 rows.
 BLOCK_2D = (32, 8)
@@ -212,6 +194,53 @@ def launch_chain(shape, block=BLOCK_2D):
     return (max(1, x), y), block
 
 
+def _map_rows(op):
+    """A device function dst = op(src, s), EPT columns a thread, all loads before the stores (Chapter 5).
+
+    chain_relu, chain_scale and copy_2d are each one call of it; `op(v, s)` is an inlined device
+    function of an element and the scalar.
+    """
+
+    @cuda.jit(device=True, inline="always")
+    def map_rows(src, dst, s):
+        """dst[row, col] = op(src[row, col], s) for this thread's EPT columns of its row."""
+        x, row = cuda.grid(2)
+        width = cuda.gridsize(2)[0]
+        if row < src.shape[0]:
+            v = cuda.local.array(EPT, float32)
+            for e in range(EPT):
+                col = x + e * width
+                if col < src.shape[1]:
+                    v[e] = src[row, col]
+            for e in range(EPT):
+                col = x + e * width
+                if col < src.shape[1]:
+                    dst[row, col] = op(v[e], s)
+
+    return map_rows
+
+
+@cuda.jit(device=True, inline="always")
+def _relu(v, s):
+    """max(v, 0): chain_relu's element (s unused) (Chapter 5)."""
+    return max(v, float32(0.0))
+
+
+@cuda.jit(device=True, inline="always")
+def _scale(v, s):
+    """v * s: chain_scale's element (Chapter 5)."""
+    return v * s
+
+
+@cuda.jit(device=True, inline="always")
+def _same(v, s):
+    """v: copy_2d's element (s unused) (Chapter 5)."""
+    return v
+
+
+_relu_rows, _scale_rows, _copy_rows = _map_rows(_relu), _map_rows(_scale), _map_rows(_same)
+
+
 @cuda.jit
 def chain_bias(Z, b, Y):
     """Y = Z + b[col]; Z, Y (m, n), b (n,) float32, EPT columns a thread (Chapter 5)."""
@@ -232,20 +261,10 @@ def chain_bias(Z, b, Y):
 @cuda.jit
 def chain_relu(Y):
     """Y = max(Y, 0) in place; Y (m, n) float32, EPT columns a thread (Chapter 5)."""
-    x, row = cuda.grid(2)
-    width = cuda.gridsize(2)[0]
-    if row < Y.shape[0]:
-        v = cuda.local.array(EPT, float32)
-        for e in range(EPT):
-            col = x + e * width
-            if col < Y.shape[1]:
-                v[e] = Y[row, col]
-        for e in range(EPT):
-            col = x + e * width
-            if col < Y.shape[1]:
-                Y[row, col] = max(v[e], float32(0.0))
+    _relu_rows(Y, Y, float32(0.0))
 
 
+# teaching copy: the book shows chain_mask whole, beside bias_relu_dropout
 @cuda.jit
 def chain_mask(Y, mask):
     """Y *= mask in place (dropout's keep mask, uint8 0 or 1); Y, mask (m, n); EPT columns a thread."""
@@ -266,20 +285,10 @@ def chain_mask(Y, mask):
 @cuda.jit
 def chain_scale(Y, s):
     """Y *= s in place (dropout's 1 / (1 - p)); Y (m, n) float32, s float32; EPT columns a thread."""
-    x, row = cuda.grid(2)
-    width = cuda.gridsize(2)[0]
-    if row < Y.shape[0]:
-        v = cuda.local.array(EPT, float32)
-        for e in range(EPT):
-            col = x + e * width
-            if col < Y.shape[1]:
-                v[e] = Y[row, col]
-        for e in range(EPT):
-            col = x + e * width
-            if col < Y.shape[1]:
-                Y[row, col] = v[e] * s
+    _scale_rows(Y, Y, s)
 
 
+# teaching copy: the book shows bias_relu_dropout whole, its loops as the chain kernels' own
 @cuda.jit
 def bias_relu_dropout(Z, b, mask, s, Y):
     """Y = relu(Z + b) * mask * s in one pass: each element read once, written once (Chapter 5).
@@ -306,15 +315,11 @@ def bias_relu_dropout(Z, b, mask, s, Y):
                 Y[row, col] = max(z[e], float32(0.0)) * keep[e] * s
 
 
-# 8-byte accesses: two float32 columns per load and store ---------------------------------------
-#
-# On the H200 the fused kernel above stays well below the copy's bandwidth although it moves only
-# 9/8 of the copy's bytes, and Nsight Compute shows neither its DRAM (55% of peak) nor its SMs (68%,
-# the copy's own share) saturated (stored as `ch5.ncu_chain`,
-# data/reference/h200-ncu-chain.json). Each element costs three loads
-# (Z, b, the mask byte), a store, and the index arithmetic of four 2-D accesses. Numba has no
-# float2 loads, but viewing a float32 array as float64 makes every load and store move two
-# neighbouring columns: twice the bytes per memory instruction, 64% of the instructions in all.
+@cuda.jit
+def copy_2d(src, dst):
+    """dst = src with the chain's launch (EPT columns a thread): the chain's bandwidth ceiling (Chapter 5)."""
+    _copy_rows(src, dst, float32(0.0))
+
 
 #: Pairs of columns each thread of the paired kernel handles (2 was the fastest of 2, 4, 8 on the H200).
 PAIRS = 2
@@ -350,151 +355,6 @@ else:
     def _pack_pair(lo, hi):
         """The float64-sized word holding float32 `lo` (column 2j) and `hi` (column 2j + 1) (Chapter 5)."""
         return libdevice.hiloint2double(libdevice.float_as_int(hi), libdevice.float_as_int(lo))
-
-
-def launch_pairs(shape, block=BLOCK_2D, pairs=PAIRS):
-    """(griddim, blockdim) of a paired kernel on a (rows, cols) float32 array: `pairs` pairs a thread."""
-    rows, cols = shape
-    (x, y), block = launch.grid_2d(rows, cols, block, per_thread=(2 * pairs, 1))
-    return (max(1, x), y), block
-
-
-@cuda.jit
-def bias_relu_dropout_pairs(Z2, b2, mask2, s, Y2):
-    """The fused chain with 8-byte accesses: every load and store moves two float32 columns (Chapter 5).
-
-    Z2, Y2 (m, n/2) and b2 (n/2,) are float32 arrays viewed as float64, so
-    element [i, j] holds columns 2j and 2j + 1; mask2 (m, n/2) is the uint8
-    mask viewed as uint16, its low byte column 2j (little-endian). Computes
-    exactly what `bias_relu_dropout` computes; `fused_chain_pairs` makes the
-    views and the launch.
-    """
-    x, row = cuda.grid(2)
-    width = cuda.gridsize(2)[0]
-    if row < Z2.shape[0]:
-        lo = cuda.local.array(PAIRS, float32)
-        hi = cuda.local.array(PAIRS, float32)
-        keep = cuda.local.array(PAIRS, uint16)
-        for e in range(PAIRS):  # each pair's loads, then its unpacking and its add
-            col = x + e * width
-            if col < Z2.shape[1]:
-                z_lo, z_hi = _unpack_pair(Z2[row, col])
-                b_lo, b_hi = _unpack_pair(b2[col])
-                lo[e] = z_lo + b_lo
-                hi[e] = z_hi + b_hi
-                keep[e] = mask2[row, col]
-        for e in range(PAIRS):
-            col = x + e * width
-            if col < Z2.shape[1]:
-                y_lo = max(lo[e], float32(0.0)) * float32(keep[e] & 0xFF) * s
-                y_hi = max(hi[e], float32(0.0)) * float32(keep[e] >> 8) * s
-                Y2[row, col] = _pack_pair(y_lo, y_hi)
-
-
-@functools.cache
-def bias_relu_dropout_pairs_u32(pairs: int):
-    """`bias_relu_dropout_pairs` with its loads first, unsigned indices, `pairs` pairs a thread (Chapter 5).
-
-    The same views (`pair_views`), arithmetic and result, bit for bit; one
-    kernel per value of `pairs` (cached), launched with
-    `launch_pairs(shape, block, pairs)`. Three changes. Its first loop only
-    loads, keeping each 8-byte word as it arrives, and the second unpacks,
-    computes and stores: the paired kernel adds each pair's bias right
-    after its loads, so a thread waits for one pair's data before it issues
-    the next pair's loads (each pair's loads sit behind a branch, its
-    guard). Its indices are built from `uint32` values (Numba widens them
-    to unsigned 64-bit integers): Numba's signed indices may be negative,
-    as in Python, so every access with one the compiler cannot prove
-    non-negative carries wrap-around code, which an unsigned index does not
-    need (Chapter 10). And the pairs a thread are a compile-time constant:
-    with 4, a thread can have twice the paired kernel's bytes in flight.
-    """
-    if not isinstance(pairs, int) or pairs < 1:
-        raise ValueError(f"pairs must be a positive int, got {pairs!r}")
-    P = pairs
-
-    @cuda.jit
-    def bias_relu_dropout_pairs_u32_kernel(Z2, b2, mask2, s, Y2):
-        x = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
-        row = uint32(cuda.blockIdx.y) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y)
-        width = uint32(cuda.gridDim.x) * uint32(cuda.blockDim.x)
-        n = uint64(Z2.shape[1])  # unsigned as the indices: no mixed-sign comparison
-        if row < uint64(Z2.shape[0]):
-            z = cuda.local.array(P, float64)  # the loaded words as they are: two float32 columns each
-            b = cuda.local.array(P, float64)
-            keep = cuda.local.array(P, uint16)
-            for e in range(P):  # loads only: nothing waits for one before the next pair's are issued
-                col = x + uint32(e) * width
-                if col < n:
-                    z[e] = Z2[row, col]
-                    b[e] = b2[col]
-                    keep[e] = mask2[row, col]
-            for e in range(P):
-                col = x + uint32(e) * width
-                if col < n:
-                    z_lo, z_hi = _unpack_pair(z[e])
-                    b_lo, b_hi = _unpack_pair(b[e])
-                    y_lo = max(z_lo + b_lo, float32(0.0)) * float32(keep[e] & 0xFF) * s
-                    y_hi = max(z_hi + b_hi, float32(0.0)) * float32(keep[e] >> 8) * s
-                    Y2[row, col] = _pack_pair(y_lo, y_hi)
-
-    return bias_relu_dropout_pairs_u32_kernel
-
-
-def pair_views(Z, b, mask, Y):
-    """(Z2, b2, mask2, Y2): the chain's arrays viewed for `bias_relu_dropout_pairs`, checked (Chapter 5).
-
-    Z, Y (m, n) float32 C-contiguous, b (n,) float32, mask (m, n) uint8, n
-    even (a row must be whole pairs); host or device arrays. A view costs
-    host time (a new array object), so code that launches many times makes
-    the views once.
-    """
-    rows, cols = Z.shape
-    want = {
-        "Z": (Z, np.float32, 2),
-        "b": (b, np.float32, 1),
-        "mask": (mask, np.uint8, 2),
-        "Y": (Y, np.float32, 2),
-    }
-    for name, (a, dtype, ndim) in want.items():
-        if a.dtype != dtype or a.ndim != ndim:
-            raise TypeError(
-                f"{name}: expected a {ndim}-D {np.dtype(dtype).name} array, got {a.ndim}-D {a.dtype}"
-            )
-    if Y.shape != Z.shape or mask.shape != Z.shape or b.shape != (cols,):
-        raise ValueError(
-            f"shapes: Z {Z.shape}, Y {Y.shape} and mask {mask.shape} must agree, b {b.shape} be ({cols},)"
-        )
-    if cols % 2:
-        raise ValueError(
-            f"the paired kernel needs an even number of columns (whole pairs in every row), got {cols}; "
-            "use bias_relu_dropout for odd widths"
-        )
-    return Z.view(np.float64), b.view(np.float64), mask.view(np.uint16), Y.view(np.float64)
-
-
-def fused_chain_pairs(Z, b, mask, s, Y, block=BLOCK_2D):
-    """Y = relu(Z + b) * mask * s by `bias_relu_dropout_pairs`: the views, the launch (Chapter 5)."""
-    Z2, b2, mask2, Y2 = pair_views(Z, b, mask, Y)
-    grid, block = launch_pairs(Z.shape, block)
-    bias_relu_dropout_pairs[grid, block](Z2, b2, mask2, np.float32(s), Y2)
-
-
-@cuda.jit
-def copy_2d(src, dst):
-    """dst = src with the chain's launch (EPT columns a thread): the chain's bandwidth ceiling (Chapter 5)."""
-    x, row = cuda.grid(2)
-    width = cuda.gridsize(2)[0]
-    if row < src.shape[0]:
-        v = cuda.local.array(EPT, float32)
-        for e in range(EPT):
-            col = x + e * width
-            if col < src.shape[1]:
-                v[e] = src[row, col]
-        for e in range(EPT):
-            col = x + e * width
-            if col < src.shape[1]:
-                dst[row, col] = v[e]
 
 
 @cuda.jit

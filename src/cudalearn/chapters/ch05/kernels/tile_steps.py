@@ -2,7 +2,7 @@
 blocking, which Chapter 5's tuned network borrows for its products; defined here so both can use it).
 
 Chapter 6's register-blocked kernels (`chapters/ch06/kernels/regblock.py`) and Chapter 5's tuned
-products (`linear.make_blocked_vec`) take their inner loop from here: each thread reads its rows and
+products (`tuned.make_blocked_vec`) take their inner loop from here: each thread reads its rows and
 columns of the shared tiles four at a time (`vec_offset`) and accumulates their outer product.
 """
 
@@ -11,7 +11,7 @@ import linecache
 from cudalearn.runtime.numba_backend import SIMULATOR, cuda
 
 VEC = 4  # float32 values per 128-bit load
-#: device functions only: they compile inside the kernels that call them (linear, regblock)
+#: device functions only: they compile inside the kernels that call them (tuned, regblock)
 SIGNATURES: dict[str, str] = {}
 
 
