@@ -4,7 +4,7 @@
     CUDALEARN_MODE=gpu python3 scripts/grade_labs.py --out grading.json [LAB ...]
 
 For each lab (default: all), the solution and every entry of
-tests/mutations/labNN.py are graded as one student each, as the CI test
+tests/chapters/chNN/corpus.py are graded as one student each, as the CI test
 tests/test_mutations.py does under the simulator. The JSON file gets the
 device, date and versions (`reference.run_header`), and per lab: the
 solution's grade, how many wrong answers kept points, how many valid ones

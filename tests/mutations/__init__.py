@@ -1,15 +1,13 @@
 """The labs' mutation corpus: realistic wrong answers and valid alternatives, one module per lab.
 
-`tests/mutations/labNN.py` holds `MUTATIONS`, a list of `wrong(...)` and
-`valid(...)` entries for lab NN. Each entry is a student's answer cell for
-one exercise, written as edits of the solution's own answer (so it follows
-the solution when that changes) or as the whole cell. A wrong answer must
-fail the exercise's visible check with an AssertionError whose message
-matches `cause`, and lose that exercise's points in `cudalearn grade` with
-the same cause in its feedback; a valid one must pass both. The lab's own
-solution is always graded too and must get full marks.
-`tests/test_mutations.py` runs the corpus; `python tests/mutations NN`
-tries one lab's entries and prints what a student would read.
+`tests/chapters/chNN/corpus.py`, beside the chapter's tests, holds `MUTATIONS`, a list of
+`wrong(...)` and `valid(...)` entries for lab NN. Each entry is a student's answer cell for one
+exercise, written as edits of the solution's own answer (so it follows the solution when that
+changes) or as the whole cell. A wrong answer must fail the exercise's visible check with an
+AssertionError whose message matches `cause`, and lose that exercise's points in `cudalearn grade`
+with the same cause in its feedback; a valid one must pass both. The lab's own solution is always
+graded too and must get full marks. `tests/grading/test_mutations.py` runs the corpus; `python
+tests/mutations NN` tries one lab's entries and prints what a student would read.
 """
 
 from __future__ import annotations

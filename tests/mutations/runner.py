@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import io
 import linecache
 import re
 import shutil
+import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +29,23 @@ def solution_path(lab: str) -> Path:
     return path
 
 
+def corpus_path(lab: str) -> Path:
+    """tests/chapters/chNN/corpus.py: lab NN's corpus, beside the chapter's tests."""
+    return ROOT / "tests" / "chapters" / f"ch{lab}" / "corpus.py"
+
+
 def corpus(lab: str) -> list[Mutation]:
-    """The MUTATIONS of tests/mutations/labNN.py (empty when the lab has none yet)."""
-    try:
-        mod = importlib.import_module(f"mutations.lab{lab}")
-    except ModuleNotFoundError as e:
-        if e.name != f"mutations.lab{lab}":
-            raise
+    """The MUTATIONS of tests/chapters/chNN/corpus.py (empty when the lab has none yet)."""
+    path = corpus_path(lab)
+    if not path.exists():
         return []
+    name = f"corpus_lab{lab}"
+    mod = sys.modules.get(name)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
     names = [m.name for m in mod.MUTATIONS]
     dupes = {n for n in names if names.count(n) > 1}
     assert not dupes, f"lab {lab}: mutation names used twice: {sorted(dupes)}"

@@ -14,7 +14,7 @@ import pytest
 import cudalearn
 from cudalearn.course import colab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PREINSTALLED = {"numba-cuda": "0.11.0", "cuda-python": "12.6.2.post1", "numpy": "2.0.2"}  # a Colab runtime
 
 

@@ -28,7 +28,7 @@ from browser import browser, collect_errors, require_chromium
 
 pytestmark = pytest.mark.site
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = Path("book") / "00-setup.ipynb"
 START_S, RUN_S = 90, 120  # bounds: the server answering, the first cells' output appearing
 

@@ -11,13 +11,13 @@ import sys
 import types
 from pathlib import Path
 
-from test_doctor import GOOD
+from planted_env import GOOD
 
 from cudalearn.compile import toolchain
 from cudalearn.course import doctor
 from cudalearn.runtime import numba_backend
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "data" / "numba-cuda-mlir" / "compile-report.md"
 
 

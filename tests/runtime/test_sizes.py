@@ -9,7 +9,7 @@ import pytest
 
 from cudalearn.runtime.sizes import SIZES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ("book", "solutions", "labs")
 MODULES = ("src", "scripts")
 

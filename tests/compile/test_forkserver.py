@@ -109,7 +109,7 @@ def test_the_grader_kills_the_judges_worker_when_the_judge_ends(tmp_path, monkey
     sub.mkdir(parents=True)
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     (sub / "lab.ipynb").write_bytes((root / "labs" / "00-setup.ipynb").read_bytes())
     results = grader.grade("00", [tmp_path / "sub"], out=None, root=root)
     assert results[0].max_total > 0 and pids, "graded, with a worker from the server"

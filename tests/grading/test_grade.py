@@ -21,7 +21,7 @@ from cudalearn.grading.landlock import landlock_abi
 
 pytestmark = pytest.mark.grader
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "grading"))
 import plants  # noqa: E402
 
 LIMITS = Limits(timeout=120, cell_timeout=10, memory_mb=768)  # generous: CI machines can be slow

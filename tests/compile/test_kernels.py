@@ -31,7 +31,7 @@ from cudalearn.runtime import launch
 
 pytestmark = pytest.mark.compile
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODULES = kernel_modules()
 
 

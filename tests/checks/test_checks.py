@@ -180,7 +180,7 @@ def test_every_check_a_notebook_calls_exists():
 
     import nbformat
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     missing = set()
     for folder in ("book", "solutions", "labs"):
         for path in sorted((root / folder).glob("*.ipynb")):

@@ -272,7 +272,7 @@ def test_check_model_state_bytes_names_bad_answers():
         )
 
 
-# More wrong answers, checked here in one process (the graded corpus is tests/mutations/lab11.py) -------
+# More wrong answers, checked here in one process (the graded corpus is tests/chapters/ch11/corpus.py) -------
 
 
 def _ring_then(edit):

@@ -24,7 +24,7 @@ from cudalearn.measure import reference
 
 pytestmark = pytest.mark.site
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BOOKS = sorted(ROOT.glob("book/*.ipynb"))
 LABS = sorted(ROOT.glob("labs/*.ipynb"))
 FIGURE_KEY = re.compile(r"(ch\d+|bench\d*)\.\w+(\.\w+)*")

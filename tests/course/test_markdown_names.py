@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(ROOT.glob("book/*.ipynb")) + sorted(ROOT.glob("solutions/*.ipynb"))
 
 #: a backticked dotted name at the start of a code span, e.g. `step_memory.attempt` or `f.g(x, 2)`

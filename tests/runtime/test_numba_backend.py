@@ -21,7 +21,7 @@ from cudalearn.chapters import kernel_modules
 from cudalearn.compile import toolchain
 from cudalearn.runtime import compiler, device, numba_backend
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MLIR, NUMBA_CUDA = numba_backend.NUMBA_CUDA_MLIR, numba_backend.NUMBA_CUDA
 
 # The modules another change is rewriting; each still imports numba itself until it lands (the

@@ -200,7 +200,7 @@ def test_fill_outputs_refuses_a_compared_cell_that_clears_its_output(tmp_path):
 
 def test_nbval_fails_when_a_committed_compared_output_changes(tmp_path):
     """End to end: fill with fill_outputs, then nbval as run.py runs it; a changed output must fail."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cells = [
         nbformat.v4.new_markdown_cell("# t"),
         nbformat.v4.new_code_cell(

@@ -8,7 +8,7 @@ import pytest
 import cudalearn
 from cudalearn.course import labs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALL = (
     sorted(ROOT.glob("book/*.ipynb"))
     + sorted(ROOT.glob("solutions/*.ipynb"))

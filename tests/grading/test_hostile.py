@@ -28,7 +28,7 @@ from cudalearn.grading.submissions import find_submissions, read_submission
 
 pytestmark = pytest.mark.grader
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "grading"))
 import plants  # noqa: E402
 
 LIMITS = Limits(timeout=120, cell_timeout=15, memory_mb=768)
