@@ -36,11 +36,11 @@ The six steps of the chapter, each a factory:
   three shared buffers, one barrier a tile; it takes A transposed (`regblock_launch.launcher`
   transposes it first with Chapter 4's kernel), so that A's tile is copied 16 bytes at a time like B's.
 
-Their shared pieces are device functions the kernels inline: `make_outer_product` (the step along k
-of the last four: `make_tile_steps` writes out a tile of its calls; Chapter 5's) and `regblock_parts`'s
-`make_load_tiles` (the guarded loads of a step along k, every tile of `_simple` and the edge tiles of
-`_vec`), `make_block_origin` (the first lines of the last four: the thread's index and its block
-tile's corner) and `make_store_block` (their epilogue).
+Their shared pieces are device functions the kernels inline: `make_load_tiles` (the guarded loads of
+a step along k, every tile of `_simple` and the edge tiles of `_vec`), Chapter 5's `make_outer_product`
+(the step along k of the last four: `make_tile_steps` writes out a tile of its calls) and, from
+`regblock_parts`, `make_block_origin` (the first lines of the last four: the thread's index and its
+block tile's corner) and `make_store_block` (their epilogue).
 
 The tiles of each step per target are `regblock_tiles`'s (`CONFIGS`, `config_for(cc)`, `tiles`);
 `build(target)` makes every step that target has (`regblock_tiles.unbuilt` says why one is left out).
@@ -50,11 +50,7 @@ What the compiler made of a kernel (registers, occupancy, the machine instructio
 
 from cudalearn.chapters.ch05.kernels.tile_steps import VEC, make_outer_product, make_tile_steps
 from cudalearn.chapters.ch06.kernels.regblock_layout import make_layout
-from cudalearn.chapters.ch06.kernels.regblock_parts import (
-    make_block_origin,
-    make_load_tiles,
-    make_store_block,
-)
+from cudalearn.chapters.ch06.kernels.regblock_parts import make_block_origin, make_store_block
 from cudalearn.chapters.ch06.kernels.regblock_tiles import (
     CONFIGS,
     CONFIGS_1D,
@@ -124,6 +120,37 @@ def make_regblock_1d(BM, BN, BK, TM):
                 C[r, col0 + tx] = acc[i]
 
     return regblock_1d
+
+
+def make_load_tiles(BM, BN, BK, threads):
+    """The guarded loads of one step along k of the 2-D kernels, the A tile stored transposed (Chapter 6).
+
+    `threads` threads load the (BM, BK) tile of A at (row0, k0) into sAt (sAt[k, r] = A[row0 + r,
+    k0 + k]) and the (BK, BN) tile of B at (k0, col0) into sB, neighbouring threads on neighbouring
+    columns (coalesced), zeros outside the (M, K) and (K, N) matrices. Every tile of
+    regblock_2d_simple, and the edge tiles of regblock_2d_vec; inlined into the kernel.
+    """
+    A_STEP, A_LOADS, B_STEP, B_LOADS = tile_passes(BM, BN, BK, threads)
+
+    @cuda.jit(device=True, inline="always")
+    def load_tiles(A, B, sAt, sB, row0, col0, k0, t, M, N, K):
+        """sAt = the A tile at (row0, k0), transposed; sB = the B tile at (k0, col0); zeros outside."""
+        for p in range(A_LOADS):
+            r = t // BK + p * A_STEP
+            c = t % BK
+            v = float32(0.0)
+            if row0 + r < M and k0 + c < K:
+                v = A[row0 + r, k0 + c]
+            sAt[c, r] = v  # stored transposed
+        for p in range(B_LOADS):
+            r = t // BN + p * B_STEP
+            c = t % BN
+            v = float32(0.0)
+            if k0 + r < K and col0 + c < N:
+                v = B[k0 + r, col0 + c]
+            sB[r, c] = v
+
+    return load_tiles
 
 
 def make_regblock_2d_simple(BM, BN, BK, TM, TN):

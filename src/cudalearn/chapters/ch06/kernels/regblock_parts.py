@@ -1,48 +1,15 @@
-"""The device functions Chapter 6's register-blocked kernels inline: tile loads, block corner, epilogue.
+"""What the last four register-blocked kernels of Chapter 6 do before and after their loop along k.
 
-Each is made by a factory whose arguments (the tile sizes) become closure constants, like the kernels
-of `regblock` that call them: `make_load_tiles` (the guarded loads of a step along k, every tile of
-`regblock_2d_simple` and the edge tiles of `regblock_2d_vec`), `make_block_origin` (the thread's index
-and its block tile's corner, the first lines of the last four kernels) and `make_store_block` (their
-epilogue). The step along k itself is Chapter 5's `tile_steps.make_outer_product`.
+Two device functions they inline, each made by a factory whose arguments (tile sizes) become closure
+constants, like the kernels of `regblock` that call them: `make_block_origin` (their first lines: the
+thread's index and its block tile's corner) and `make_store_block` (their epilogue). The step along k
+between them is Chapter 5's `tile_steps.make_outer_product`.
 """
 
 from cudalearn.chapters.ch05.kernels.tile_steps import vec_offset
-from cudalearn.chapters.ch06.kernels.regblock_tiles import tile_passes
-from cudalearn.runtime.numba_backend import cuda, float32, int64, uint32
+from cudalearn.runtime.numba_backend import cuda, int64, uint32
 
 SIGNATURES: dict = {}  # device functions only: they compile inside the kernels that call them
-
-
-def make_load_tiles(BM, BN, BK, threads):
-    """The guarded loads of one step along k of the 2-D kernels, the A tile stored transposed (Chapter 6).
-
-    `threads` threads load the (BM, BK) tile of A at (row0, k0) into sAt (sAt[k, r] = A[row0 + r,
-    k0 + k]) and the (BK, BN) tile of B at (k0, col0) into sB, neighbouring threads on neighbouring
-    columns (coalesced), zeros outside the (M, K) and (K, N) matrices. Every tile of
-    regblock_2d_simple, and the edge tiles of regblock_2d_vec; inlined into the kernel.
-    """
-    A_STEP, A_LOADS, B_STEP, B_LOADS = tile_passes(BM, BN, BK, threads)
-
-    @cuda.jit(device=True, inline="always")
-    def load_tiles(A, B, sAt, sB, row0, col0, k0, t, M, N, K):
-        """sAt = the A tile at (row0, k0), transposed; sB = the B tile at (k0, col0); zeros outside."""
-        for p in range(A_LOADS):
-            r = t // BK + p * A_STEP
-            c = t % BK
-            v = float32(0.0)
-            if row0 + r < M and k0 + c < K:
-                v = A[row0 + r, k0 + c]
-            sAt[c, r] = v  # stored transposed
-        for p in range(B_LOADS):
-            r = t // BN + p * B_STEP
-            c = t % BN
-            v = float32(0.0)
-            if k0 + r < K and col0 + c < N:
-                v = B[k0 + r, col0 + c]
-            sB[r, c] = v
-
-    return load_tiles
 
 
 def make_block_origin(BM, BN):
