@@ -146,13 +146,13 @@ def main() -> int:
 
     @check("regblock.regblock_2d_warptile")
     def _():
-        from cudalearn.chapters.ch06.kernels import regblock
+        from cudalearn.chapters.ch06.kernels import regblock, regblock_launch, regblock_tiles
 
         n = 1000  # not a multiple of the tiles: the edge blocks' guarded path too
         A, B = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
         C = cuda.device_array((n, n), np.float32)
-        cfg = regblock.tiles("regblock_2d_warptile", regblock.config_for(info.compute_capability))
-        grid, threads = regblock.launch_config("regblock_2d_warptile", cfg, n, n)
+        cfg = regblock_tiles.tiles("regblock_2d_warptile", regblock_tiles.config_for(info.compute_capability))
+        grid, threads = regblock_launch.launch_config("regblock_2d_warptile", cfg, n, n)
         kernel = regblock.make_regblock_2d_warptile(**cfg)
         kernel[grid, threads](cuda.to_device(A), cuda.to_device(B), C)
         close(C.copy_to_host(), A.astype(np.float64) @ B, 1e-3, 1e-3)

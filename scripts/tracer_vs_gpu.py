@@ -45,7 +45,7 @@ def main() -> int:
 
     if cudalearn.setup().mode != "gpu":
         sys.exit("this comparison needs a GPU (CUDALEARN_MODE=gpu)")
-    from cudalearn.chapters.ch10.kernels import attention, reductions, softmax
+    from cudalearn.chapters.ch10.kernels import attention, layernorm, reductions, softmax
     from cudalearn.runtime.numba_backend import cuda
 
     rows: list[dict] = []
@@ -99,7 +99,7 @@ def main() -> int:
     case["name"] = "LayerNorm of (16, 768)"
     ln = rng.standard_normal((16, 768)).astype(np.float32) * 3 + 1
     gamma, beta = rng.standard_normal((2, 768)).astype(np.float32)
-    softmax.launch_rows(softmax.layernorm, ln, np.empty_like(ln), gamma, beta, np.float32(1e-5))
+    softmax.launch_rows(layernorm.layernorm, ln, np.empty_like(ln), gamma, beta, np.float32(1e-5))
     q, k, v = rng.standard_normal((3, 64, 16)).astype(np.float32)
     case["name"] = "attention, three kernels, n=64, d=16"
     attention.attention_three(q, k, v)

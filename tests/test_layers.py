@@ -37,12 +37,6 @@ LAYERS = {
 FACE = "cudalearn"
 MAX_TOP_LEVEL = 15
 MAX_LINES = 500
-#: files still over MAX_LINES, each a strict xfail until it is split (then the test fails: remove it here)
-KNOWN_LONG = {
-    "chapters/ch06/kernels/regblock.py",
-    "chapters/ch10/checks.py",
-    "chapters/ch10/kernels/softmax.py",
-}
 
 
 def modules() -> dict[str, Path]:
@@ -155,14 +149,7 @@ def test_top_of_the_package_is_small_and_every_name_has_a_layer():
     )
 
 
-def _files():
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = str(path.relative_to(PACKAGE))
-        marks = [pytest.mark.xfail(strict=True, reason="not split yet")] if rel in KNOWN_LONG else []
-        yield pytest.param(path, id=rel, marks=marks)
-
-
-@pytest.mark.parametrize("path", _files())
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_module_is_over_500_lines(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(SRC)} has {lines} lines (at most {MAX_LINES})"

@@ -819,7 +819,7 @@ def reference_launches():
     from cudalearn.chapters.ch03 import kernels as tiled
     from cudalearn.chapters.ch04 import kernels as transpose
     from cudalearn.chapters.ch05.kernels import blocked, linear, tiles, tuned
-    from cudalearn.chapters.ch06.kernels import regblock
+    from cudalearn.chapters.ch06.kernels import regblock, regblock_launch, regblock_tiles
 
     rng = np.random.default_rng(3)
 
@@ -875,10 +875,11 @@ def reference_launches():
         for name, (kernel, cfg) in regblock.build(target).items():
             m, k, n = cfg["BM"] + 3, 2 * cfg["BK"] + 1, cfg["BN"] + 5
             first = mat(m, k)
-            if name == regblock.ASYNC:  # A transposed, rows of whole 16-byte pieces (the block inside copies)
+            # the cp.async step: A transposed, rows of whole 16-byte pieces (the block inside copies)
+            if name == regblock_tiles.ASYNC:
                 m, n = cfg["BM"] + 4, cfg["BN"] + 4
                 first = mat(k, m)
-            yield name, kernel, *regblock.launch_config(name, cfg, m, n), (first, mat(k, n), mat(m, n))
+            yield name, kernel, *regblock_launch.launch_config(name, cfg, m, n), (first, mat(k, n), mat(m, n))
 
 
 @pytest.mark.parametrize("launch", list(reference_launches()), ids=lambda launch: launch[0])

@@ -11,7 +11,7 @@ import pytest
 from numba import cuda, float32
 
 from cudalearn import checks, exercises
-from cudalearn.chapters.ch06.kernels import regblock
+from cudalearn.chapters.ch06.kernels import regblock, regblock_launch, regblock_layout, regblock_tiles
 from cudalearn.compile import toolchain
 
 SIZES = [(32, 32, 32), (19, 13, 23), (1, 1, 1), (16, 8, 17)]
@@ -25,7 +25,7 @@ def test_each_step_computes_a_matmul_off_the_tile_grid(name):
         A = rng.standard_normal((m, k)).astype(np.float32)
         B = rng.standard_normal((k, n)).astype(np.float32)
         dC = cuda.to_device(checks.empty_output((m, n)))  # NaN: an element never written fails
-        regblock.launcher(name, kernel, tiles, cuda.to_device(A), cuda.to_device(B), dC)()
+        regblock_launch.launcher(name, kernel, tiles, cuda.to_device(A), cuda.to_device(B), dC)()
         C = dC.copy_to_host()
         checks.check_close(C, A @ B, name=f"C of {name} {m, k, n}", rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
@@ -34,18 +34,18 @@ def test_the_async_step_wraps_its_ring_and_mixes_copied_and_guarded_tiles():
     """cp.async's kernel under the simulator: many tiles around the 3-stage ring, a K off the tile grid
     (the last tile guarded), blocks inside C (copied) and sticking out (guarded), and a B whose rows
     are not whole 16-byte pieces (every block guarded)."""
-    name = regblock.ASYNC
+    name = regblock_tiles.ASYNC
     kernel, tiles = regblock.build("sim")[name]
     rng = np.random.default_rng(2)
     for m, k, n in [(32, 8 * tiles["BK"] + 3, 36), (16, 8 * tiles["BK"], 18)]:
         A = rng.standard_normal((m, k)).astype(np.float32)
         B = rng.standard_normal((k, n)).astype(np.float32)
         dC = cuda.to_device(checks.empty_output((m, n)))
-        regblock.launcher(name, kernel, tiles, cuda.to_device(A), cuda.to_device(B), dC)()
+        regblock_launch.launcher(name, kernel, tiles, cuda.to_device(A), cuda.to_device(B), dC)()
         checks.check_close(dC.copy_to_host(), A @ B, name=f"C {m, k, n}", rtol=1e-4, atol=1e-4 * np.sqrt(k))
     fortran = cuda.to_device(np.asfortranarray(B))  # flat offsets of C-ordered rows would copy wrong elements
     with pytest.raises(ValueError, match="B must be C-contiguous"):
-        regblock.launcher(name, kernel, tiles, cuda.to_device(A), fortran, dC)
+        regblock_launch.launcher(name, kernel, tiles, cuda.to_device(A), fortran, dC)
 
 
 def test_tile_rules_are_enforced_and_configs_chosen_by_compute_capability():
@@ -59,10 +59,12 @@ def test_tile_rules_are_enforced_and_configs_chosen_by_compute_capability():
         regblock.make_regblock_2d_async(BM=16, BN=16, BK=4, TM=4, TN=4, stages=1)
     with pytest.raises(ValueError, match="at most 48 KB"):
         regblock.make_regblock_2d_async(BM=128, BN=128, BK=16, TM=8, TN=8, stages=4)
-    assert regblock.config_for((9, 0)) == regblock.config_for((8, 0)) == "sm80+"
-    assert regblock.config_for((7, 5)) == "sm75"
-    assert regblock.config_for(None, simulator=True) == "sim"
-    grid, threads = regblock.launch_config("regblock_2d_vec", regblock.CONFIGS["sm80+"], 4096, 1000)
+    assert regblock_tiles.config_for((9, 0)) == regblock_tiles.config_for((8, 0)) == "sm80+"
+    assert regblock_tiles.config_for((7, 5)) == "sm75"
+    assert regblock_tiles.config_for(None, simulator=True) == "sim"
+    grid, threads = regblock_launch.launch_config(
+        "regblock_2d_vec", regblock_tiles.CONFIGS["sm80+"], 4096, 1000
+    )
     assert grid == (8, 32) and threads == 256
 
 
@@ -136,7 +138,7 @@ def test_the_last_steps_compile_lean_for_the_h200_and_the_t4():
     assert rep["regblock_2d_simple"]["sass"]["loop"]["ffma_share"] < 0.5
     for name in ("regblock_2d_vec", "regblock_2d_prefetch"):
         got = rep[name]
-        assert got["ptxas"]["registers"] <= regblock.MAX_REGISTERS, got["ptxas"]
+        assert got["ptxas"]["registers"] <= regblock_tiles.MAX_REGISTERS, got["ptxas"]
         assert got["sass"]["loop"]["LDS"] == got["sass"]["loop"]["lds128"], f"{name}: 32-bit shared loads"
     assert rep["regblock_2d_vec"]["sass"]["loop"]["ffma_share"] > 0.75
     assert rep["regblock_2d_prefetch"]["sass"]["loop"]["ffma_share"] > 0.85
@@ -149,8 +151,8 @@ def test_the_async_step_compiles_to_cp_async_from_sm80_and_is_left_out_below_and
     from cudalearn.chapters.ch06.kernels import async_copy
     from cudalearn.runtime import numba_backend
 
-    assert regblock.ASYNC not in regblock.build("sm75")
-    assert "sm_80" in regblock.unbuilt("sm75")[regblock.ASYNC]
+    assert regblock_tiles.ASYNC not in regblock.build("sm75")
+    assert "sm_80" in regblock_tiles.unbuilt("sm75")[regblock_tiles.ASYNC]
     monkeypatch.setattr(async_copy, "SIMULATOR", False)  # as on a GPU, with numba-cuda ...
     numba_cuda = numba_backend.Choice(numba_backend.NUMBA_CUDA, "gpu", "test")
     monkeypatch.setattr(numba_backend, "choice", lambda: numba_cuda)
@@ -159,18 +161,18 @@ def test_the_async_step_compiles_to_cp_async_from_sm80_and_is_left_out_below_and
     mlir = numba_backend.Choice(numba_backend.NUMBA_CUDA_MLIR, "gpu", "test")  # ... and numba-cuda-mlir
     monkeypatch.setattr(numba_backend, "choice", lambda: mlir)
     assert "numba-cuda-mlir takes no numba-cuda intrinsics" in async_copy.unavailable((9, 0))
-    assert regblock.ASYNC in regblock.unbuilt("sm80+")
+    assert regblock_tiles.ASYNC in regblock_tiles.unbuilt("sm80+")
     monkeypatch.undo()
     with pytest.raises(ValueError, match="no tiles for sm75: cp.async needs sm_80 or newer"):
-        regblock.tiles(regblock.ASYNC, "sm75")
+        regblock_tiles.tiles(regblock_tiles.ASYNC, "sm75")
     code = """
     import json, cudalearn
     cudalearn.setup("compile", quiet=True)
     from numba import cuda
     from cudalearn.compile import ptx, toolchain
-    from cudalearn.chapters.ch06.kernels import regblock
+    from cudalearn.chapters.ch06.kernels import regblock, regblock_tiles
     ptx._pretend_device((9, 0))  # numba-cuda compiles device functions for the current GPU: none here
-    cfg = regblock.tiles(regblock.ASYNC, "sm80+")
+    cfg = regblock_tiles.tiles(regblock_tiles.ASYNC, "sm80+")
     k = regblock.make_regblock_2d_async(**cfg)
     bounds = k.targetoptions.get("launch_bounds")
     out = {}
@@ -187,7 +189,7 @@ def test_the_async_step_compiles_to_cp_async_from_sm80_and_is_left_out_below_and
     print(json.dumps(out))
     """
     rep = _compile_mode_report(code)
-    cfg = regblock.CONFIGS_ASYNC["sm80+"]
+    cfg = regblock_tiles.CONFIGS_ASYNC["sm80+"]
     threads = (cfg["BM"] // cfg["TM"]) * (cfg["BN"] // cfg["TN"])
     pieces = (cfg["BM"] + cfg["BN"]) * cfg["BK"] // (4 * threads)  # 16-byte copies a thread, a tile
     for sm in ("sm_80", "sm_90"):
@@ -315,7 +317,7 @@ def test_lab_function_checks():
         ("sm75", "regblock_2d_prefetch"),
         ("sm80+", "regblock_2d_warptile"),  # 8 warps: every warp's sub-tile, not only warp 0's
         ("sm75", "regblock_2d_warptile"),
-        ("sm80+", regblock.ASYNC),
+        ("sm80+", regblock_tiles.ASYNC),
     ],
 )
 def test_real_tile_sizes_right_and_race_free_on_full_and_edge_tiles(target, name):
@@ -328,12 +330,12 @@ def test_real_tile_sizes_right_and_race_free_on_full_and_edge_tiles(target, name
 
     kernel, tiles = regblock.build(target)[name]
     m, k, n = tiles["BM"] + 6, 2 * tiles["BK"] + 3, tiles["BN"] + 5
-    if name == regblock.ASYNC:
+    if name == regblock_tiles.ASYNC:
         m, n = tiles["BM"] + 8, tiles["BN"] + 4
     rng = np.random.default_rng(1)
     A, B = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
-    grid, threads = regblock.launch_config(name, tiles, m, n)
-    first = np.ascontiguousarray(A.T) if name == regblock.ASYNC else A  # the kernel takes A transposed
+    grid, threads = regblock_launch.launch_config(name, tiles, m, n)
+    first = np.ascontiguousarray(A.T) if name == regblock_tiles.ASYNC else A  # the kernel takes A transposed
     report = trace(kernel, grid, threads, first, B, np.full((m, n), np.nan, np.float32))
     assert report.race_count == 0, report.races[:3]
     checks.check_close(report.outputs[2], A @ B, name=f"traced C of {name}", rtol=1e-4, atol=1e-4)
@@ -374,11 +376,11 @@ def _first_step_reads(name):
     from cudalearn.trace import trace
 
     kernel, cfg = regblock.build("sim")[name]
-    threads = regblock.threads_per_block(name, cfg)
+    threads = regblock_launch.threads_per_block(name, cfg)
     rng = np.random.default_rng(1)
     A = rng.standard_normal((cfg["BM"], cfg["BK"])).astype(np.float32)
     B = rng.standard_normal((cfg["BK"], cfg["BN"])).astype(np.float32)
-    first = np.ascontiguousarray(A.T) if name == regblock.ASYNC else A  # the kernel takes A transposed
+    first = np.ascontiguousarray(A.T) if name == regblock_tiles.ASYNC else A  # the kernel takes A transposed
     rep = trace(kernel, (1, 1), threads, first, B, np.zeros((cfg["BM"], cfg["BN"]), np.float32))
     read = {"sAt": {}, "sB": {}}  # array -> {lane: set of byte addresses read at k = 0}
     stored = {"sAt": [], "sB": []}
@@ -394,30 +396,36 @@ def _first_step_reads(name):
 
 @pytest.mark.parametrize(
     "name",
-    ["regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile", regblock.ASYNC],
+    [
+        "regblock_2d_simple",
+        "regblock_2d_vec",
+        "regblock_2d_prefetch",
+        "regblock_2d_warptile",
+        regblock_tiles.ASYNC,
+    ],
 )
 def test_thread_outputs_are_the_rows_and_columns_each_thread_reads(name):
     """Chapter 6's micro-tile picture: thread_outputs agrees with the traced shared reads of the kernel."""
     cfg, read, base = _first_step_reads(name)
-    for t in range(min(regblock.threads_per_block(name, cfg), 32)):
-        rows, cols = regblock.thread_outputs(name, cfg, t)
+    for t in range(min(regblock_launch.threads_per_block(name, cfg), 32)):
+        rows, cols = regblock_layout.thread_outputs(name, cfg, t)
         got_rows = sorted((a - base["sAt"]) // 4 for a in read["sAt"][t])
         got_cols = sorted((a - base["sB"]) // 4 for a in read["sB"][t])
         assert sorted(rows) == got_rows and sorted(cols) == got_cols, (t, rows, got_rows, cols, got_cols)
 
 
 @pytest.mark.parametrize(
-    "name", ["regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile", regblock.ASYNC]
+    "name", ["regblock_2d_vec", "regblock_2d_prefetch", "regblock_2d_warptile", regblock_tiles.ASYNC]
 )
 def test_warp_read_runs_counts_the_16_byte_runs_a_warp_reads(name):
     """Chapter 6's table of runs a step along k: warp_read_runs agrees with the traced reads of warp 0."""
     cfg, read, base = _first_step_reads(name)
     runs = [len({(a - base[array]) // 16 for lane in read[array].values() for a in lane}) for array in read]
-    assert regblock.warp_read_runs(name, cfg) == tuple(runs)
+    assert regblock_layout.warp_read_runs(name, cfg) == tuple(runs)
     with pytest.raises(ValueError, match="16-byte runs"):
-        regblock.warp_read_runs("regblock_2d_simple", cfg)
+        regblock_layout.warp_read_runs("regblock_2d_simple", cfg)
     with pytest.raises(ValueError, match="warp 9 is not in a block"):
-        regblock.warp_read_runs(name, cfg, warp=9)
+        regblock_layout.warp_read_runs(name, cfg, warp=9)
 
 
 def test_the_gemm_goal_needs_85_percent_of_cublas_and_to_beat_triton():
@@ -449,18 +457,18 @@ def test_the_gemm_goal_needs_85_percent_of_cublas_and_to_beat_triton():
     ("target", "name"),
     [
         (target, name)
-        for name in ("regblock_2d_prefetch", "regblock_2d_warptile", regblock.ASYNC)
+        for name in ("regblock_2d_prefetch", "regblock_2d_warptile", regblock_tiles.ASYNC)
         for target in ("sm80+", "sm75", "sim")
-        if not (name == regblock.ASYNC and target == "sm75")  # no cp.async on a T4
+        if not (name == regblock_tiles.ASYNC and target == "sm75")  # no cp.async on a T4
     ],
 )
 def test_every_output_of_the_block_tile_belongs_to_exactly_one_thread(target, name):
     """make_layout, warp by warp or block-wide: the threads' outputs tile the block tile once."""
-    cfg = regblock.tiles(name, target)
+    cfg = regblock_tiles.tiles(name, target)
     owners = np.zeros((cfg["BM"], cfg["BN"]), int)
-    for t in range(regblock.threads_per_block(name, cfg)):
-        rows, cols = regblock.thread_outputs(name, cfg, t)
+    for t in range(regblock_launch.threads_per_block(name, cfg)):
+        rows, cols = regblock_layout.thread_outputs(name, cfg, t)
         owners[np.ix_(rows, cols)] += 1
     assert (owners == 1).all(), np.argwhere(owners != 1)[:5]
     with pytest.raises(ValueError, match="hold 32 lanes"):
-        regblock.make_layout(128, 128, 8, 8, warp=(64, 64))  # 8 x 8 lanes: 64, not a warp
+        regblock_layout.make_layout(128, 128, 8, 8, warp=(64, 64))  # 8 x 8 lanes: 64, not a warp

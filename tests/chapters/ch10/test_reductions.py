@@ -14,7 +14,7 @@ from numba import cuda
 
 from cudalearn import trace
 from cudalearn.chapters.ch10 import bench
-from cudalearn.chapters.ch10.kernels import attention, reductions, softmax
+from cudalearn.chapters.ch10.kernels import attention, layernorm, reductions, softmax
 from cudalearn.compile import ptx
 from cudalearn.measure import timing
 from cudalearn.runtime import launch
@@ -194,11 +194,11 @@ def test_welford_update_and_chan_merge_against_numpy():
     for chunk in np.array_split(x, 5):
         n, mean, m2 = (np.float32(0),) * 3
         for v in chunk:
-            n, mean, m2 = softmax.welford_update.py_func(n, mean, m2, v)
+            n, mean, m2 = layernorm.welford_update.py_func(n, mean, m2, v)
         parts.append((n, mean, m2))
     total = parts[0]
     for p in parts[1:]:
-        total = softmax.welford_merge.py_func(*(np.float32(t) for t in total), *p)
+        total = layernorm.welford_merge.py_func(*(np.float32(t) for t in total), *p)
     x64 = x.astype(np.float64)
     assert total[0] == x.size and abs(total[1] - x64.mean()) < 1e-4
     assert abs(total[2] / x.size - x64.var()) < 1e-3 * x64.var()
@@ -208,7 +208,7 @@ def test_welford_update_and_chan_merge_against_numpy():
 def _lane_welford(x, out):
     """out[lane] = the (count, mean, M2) lane `lane` holds after `warp_welford` of x[lane] (tests only)."""
     lane = cuda.threadIdx.x
-    c, m, m2 = softmax.warp_welford(np.float32(1.0), x[lane], np.float32(0.0))
+    c, m, m2 = layernorm.warp_welford(np.float32(1.0), x[lane], np.float32(0.0))
     out[lane, 0] = c
     out[lane, 1] = m
     out[lane, 2] = m2
@@ -237,8 +237,8 @@ def test_layernorm_against_numpy_and_torch(name, shape):
     x = (50 + 2 * _x(shape).reshape(shape)).astype(np.float32)  # an offset that naive variance would lose
     gamma, beta = 1 + _x(shape[1], 0.1), _x(shape[1], 0.1)
     y = np.full(shape, np.nan, np.float32)
-    softmax.launch_rows(getattr(softmax, name), x, y, gamma, beta, 1e-5)
-    np.testing.assert_allclose(y, softmax.layernorm_reference(x, gamma, beta, 1e-5), rtol=1e-4, atol=2e-5)
+    softmax.launch_rows(getattr(layernorm, name), x, y, gamma, beta, 1e-5)
+    np.testing.assert_allclose(y, layernorm.layernorm_reference(x, gamma, beta, 1e-5), rtol=1e-4, atol=2e-5)
     tx = torch.nn.functional.layer_norm(
         torch.from_numpy(x), (shape[1],), torch.from_numpy(gamma), torch.from_numpy(beta), 1e-5
     )
@@ -247,22 +247,22 @@ def test_layernorm_against_numpy_and_torch(name, shape):
 
 def test_rows_launch():
     assert softmax.rows_launch(softmax.softmax_block, 10) == (10, softmax.SOFTMAX_BLOCK)
-    assert softmax.rows_launch(softmax.layernorm, 10) == (3, (32, softmax.ROWS_PER_BLOCK))
+    assert softmax.rows_launch(layernorm.layernorm, 10) == (3, (32, softmax.ROWS_PER_BLOCK))
 
 
 def test_layernorm_refuses_a_row_longer_than_its_registers_and_names_the_kernel_that_takes_it():
-    x = np.zeros((2, 32 * softmax.LN_VALS + 1), np.float32)
+    x = np.zeros((2, 32 * layernorm.LN_VALS + 1), np.float32)
     gamma, beta = np.ones(x.shape[1], np.float32), np.zeros(x.shape[1], np.float32)
     with pytest.raises(ValueError, match="layernorm holds at most 768 columns.*use layernorm_long"):
-        softmax.launch_rows(softmax.layernorm, x, np.empty_like(x), gamma, beta, 1e-5)
-    x = np.zeros((2, softmax.LN_BLOCK * softmax.LN_BLOCK_VALS + 1), np.float32)
+        softmax.launch_rows(layernorm.layernorm, x, np.empty_like(x), gamma, beta, 1e-5)
+    x = np.zeros((2, layernorm.LN_BLOCK * layernorm.LN_BLOCK_VALS + 1), np.float32)
     gamma, beta = np.ones(x.shape[1], np.float32), np.zeros(x.shape[1], np.float32)
     with pytest.raises(ValueError, match="layernorm_block holds at most 1024 columns.*use layernorm_long"):
-        softmax.launch_rows(softmax.layernorm_block, x, np.empty_like(x), gamma, beta, 1e-5)
+        softmax.launch_rows(layernorm.layernorm_block, x, np.empty_like(x), gamma, beta, 1e-5)
     x = np.zeros((2, 9), np.float32)
     gamma, beta = np.ones(9, np.float32), np.zeros(9, np.float32)
     with pytest.raises(ValueError, match="layernorm_pairs needs an even number of columns.*got 9"):
-        softmax.launch_rows(softmax.layernorm_pairs, x, np.empty_like(x), gamma, beta, 1e-5)
+        softmax.launch_rows(layernorm.layernorm_pairs, x, np.empty_like(x), gamma, beta, 1e-5)
 
 
 def test_cuda_view_gives_a_cpu_tensor_as_its_numpy_view_and_leaves_arrays_alone():
@@ -343,6 +343,7 @@ def test_no_float64_in_the_ptx_and_shuffles_where_promised():
     shuffles.add("attention_fused")
     for module, names in (
         (softmax, softmax.SIGNATURES),
+        (layernorm, layernorm.SIGNATURES),
         (attention, attention.SIGNATURES),
         (reductions, ("sum_sequential", "sum_shuffle", "sum_atomic")),
     ):
@@ -365,10 +366,15 @@ def test_no_float64_in_the_ptx_and_shuffles_where_promised():
 def test_the_rows_held_in_registers_use_no_local_memory(cc):
     """The per-thread `vals` arrays of the register kernels: loops of constant trip count, unrolled,
     so the array lives in registers (no .local in the PTX)."""
-    assert 48 <= 32 * softmax.SOFTMAX_VALS < 300 and 768 <= 32 * softmax.LN_VALS < 800
-    for name in ("softmax_registers", "layernorm", "layernorm_block", "layernorm_pairs"):
+    assert 48 <= 32 * softmax.SOFTMAX_VALS < 300 and 768 <= 32 * layernorm.LN_VALS < 800
+    for module, name in (
+        (softmax, "softmax_registers"),
+        (layernorm, "layernorm"),
+        (layernorm, "layernorm_block"),
+        (layernorm, "layernorm_pairs"),
+    ):
         try:
-            text = ptx.compile_for_gpu(getattr(softmax, name), cc=cc, signature=softmax.SIGNATURES[name])
+            text = ptx.compile_for_gpu(getattr(module, name), cc=cc, signature=module.SIGNATURES[name])
         except ptx.CompilerUnavailable as e:
             pytest.skip(f"no real CUDA compiler here: {e}")
         assert ".local" not in text, f"{name}: vals in local memory on sm_{cc[0]}{cc[1]}"

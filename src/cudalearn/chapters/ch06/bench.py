@@ -61,9 +61,9 @@ def key(n: int) -> str:
 
 def numba_kernels(cc) -> dict:
     """{name: (kernel, tiles)} of the Numba kernels for this device: Chapter 6's steps, Chapter 3's tile."""
-    from cudalearn.chapters.ch06.kernels import regblock
+    from cudalearn.chapters.ch06.kernels import regblock, regblock_tiles
 
-    target = regblock.config_for(cc, simulator=device.mode() == "sim")
+    target = regblock_tiles.config_for(cc, simulator=device.mode() == "sim")
     found = dict(regblock.build(target))
     try:
         from cudalearn.chapters.ch03 import kernels as tiled
@@ -74,13 +74,13 @@ def numba_kernels(cc) -> dict:
 
 def launch(name, kernel, tiles, n, dA, dB, dC):
     """A callable that computes dC = dA @ dB, (n, n) device arrays, with one Numba kernel (and, for the
-    cp.async step, the transpose of A it needs: `regblock.launcher`)."""
-    from cudalearn.chapters.ch06.kernels import regblock
+    cp.async step, the transpose of A it needs: `regblock_launch.launcher`)."""
+    from cudalearn.chapters.ch06.kernels import regblock_launch
 
     if name == TILED:
         grid, block = grids.square(n, n, tiles["tile"])
         return lambda: kernel[grid, block](dA, dB, dC)
-    return regblock.launcher(name, kernel, tiles, dA, dB, dC)
+    return regblock_launch.launcher(name, kernel, tiles, dA, dB, dC)
 
 
 def precisions(cc) -> dict:
@@ -138,11 +138,11 @@ def candidates(n: int, cc) -> tuple[dict, dict, list[str]]:
     tol = {"rtol": 1e-3, "atol": 1e-3 * math.sqrt(n)}
     lowp_tol = {"rtol": 3e-2, "atol": 3e-2 * math.sqrt(n)}  # 16-bit or TF32 inputs: about 3 digits
 
-    from cudalearn.chapters.ch06.kernels import regblock
+    from cudalearn.chapters.ch06.kernels import regblock_tiles
 
     found, numba = {}, {}
-    target = regblock.config_for(cc, simulator=device.mode() == "sim")
-    skipped = [f"{name}: {why}" for name, why in regblock.unbuilt(target).items()]
+    target = regblock_tiles.config_for(cc, simulator=device.mode() == "sim")
+    skipped = [f"{name}: {why}" for name, why in regblock_tiles.unbuilt(target).items()]
     for name, (kernel, tiles) in numba_kernels(cc).items():
         fn = launch(name, kernel, tiles, n, dA, dB, dC)
         dC.copy_to_device(np.full((n, n), np.nan, np.float32))  # a kernel that writes nothing fails
@@ -179,12 +179,12 @@ def candidates(n: int, cc) -> tuple[dict, dict, list[str]]:
 
 def resources(numba: dict, cc) -> dict:
     """{name: registers, local and shared memory, occupancy, ptxas figures and hot-loop SASS mix} (GPU)."""
-    from cudalearn.chapters.ch06.kernels import regblock
+    from cudalearn.chapters.ch06.kernels import regblock_launch
     from cudalearn.compile import toolchain
 
     out = {}
     for name, (kernel, tiles) in numba.items():
-        threads = tiles["tile"] ** 2 if name == TILED else regblock.threads_per_block(name, tiles)
+        threads = tiles["tile"] ** 2 if name == TILED else regblock_launch.threads_per_block(name, tiles)
         entry = {"tiles": tiles, **toolchain.resources(kernel, threads)}
         try:
             entry.update(toolchain.compile_report(toolchain.kernel_ptx(kernel), cc))

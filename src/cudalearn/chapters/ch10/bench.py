@@ -13,9 +13,9 @@ or NumPy before it is timed.
   `ch10.sum_n` floats (GB/s = bytes read / time; the copy's GB/s counts
   its reads and writes).
 - `ch10.bench_softmax`, `ch10.bench_layernorm`: the row kernels of
-  `cudalearn.chapters.ch10.kernels.softmax` against `torch.softmax` / `F.layer_norm` and a
-  copy of the same array, at the ViT shapes of `sizes/ch10.py` (GB/s = one
-  read and one write of the array: the copy's traffic). The kernels are
+  `cudalearn.chapters.ch10.kernels.softmax` and `cudalearn.chapters.ch10.kernels.layernorm` against
+  `torch.softmax` / `F.layer_norm` and a copy of the same array, at the ViT shapes of `sizes/ch10.py`
+  (GB/s = one read and one write of the array: the copy's traffic). The kernels are
   launched through `softmax.prepare_rows` (`launch.prepared`): Numba's
   plain launch spends longer on the host than `layernorm` runs on the GPU,
   and back-to-back plain launches would time the host.
@@ -104,7 +104,7 @@ def rows_candidates(kind: str, rows: int, cols: int, seed: int = 0) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from cudalearn.chapters.ch10.kernels import softmax
+    from cudalearn.chapters.ch10.kernels import layernorm, softmax
     from cudalearn.runtime.device import torch_device
     from cudalearn.runtime.numba_backend import cuda
 
@@ -140,7 +140,7 @@ def rows_candidates(kind: str, rows: int, cols: int, seed: int = 0) -> dict:
     gamma = (1 + 0.1 * rng.standard_normal(cols)).astype(np.float32)
     beta = (0.1 * rng.standard_normal(cols)).astype(np.float32)
     eps = 1e-5
-    expected = softmax.layernorm_reference(x, gamma, beta, eps)
+    expected = layernorm.layernorm_reference(x, gamma, beta, eps)
     dg, db = cuda.to_device(gamma), cuda.to_device(beta)
     tg, tb = torch.from_numpy(gamma).to(dev), torch.from_numpy(beta).to(dev)
 
@@ -152,7 +152,7 @@ def rows_candidates(kind: str, rows: int, cols: int, seed: int = 0) -> dict:
     )
     for name in LN_KERNELS:
         found[name] = _checked(
-            softmax.prepare_rows(getattr(softmax, name), dx, dy, dg, db, eps),
+            softmax.prepare_rows(getattr(layernorm, name), dx, dy, dg, db, eps),
             dy.copy_to_host,
             expected,
             name,

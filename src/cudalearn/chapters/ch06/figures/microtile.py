@@ -1,13 +1,13 @@
 """The register micro-tile of Chapter 6: which outputs of a block tile a thread owns, and what it reads.
 
-Drawn from `regblock.thread_outputs`, so the picture follows the kernels' own rule.
+Drawn from `regblock_layout.thread_outputs`, so the picture follows the kernels' own rule.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from cudalearn.chapters.ch06.kernels import regblock
+from cudalearn.chapters.ch06.kernels import regblock_layout
 
 COLORS = ("tab:orange", "tab:blue", "tab:green", "tab:purple")
 
@@ -22,7 +22,7 @@ def _panel(fig, spec, kernel_name, cfg, threads, title):
     c_tile, a_col, b_row = np.zeros((bm, bn)), np.zeros((bm, 1)), np.zeros((1, bn))
     shared = len(threads) + 1  # the colour of an A or B value that several of the threads read
     for n, t in enumerate(threads, start=1):
-        rows, cols = regblock.thread_outputs(kernel_name, cfg, t)
+        rows, cols = regblock_layout.thread_outputs(kernel_name, cfg, t)
         c_tile[np.ix_(rows, cols)] = n
         a_col[rows, 0] = np.where(a_col[rows, 0] > 0, shared, n)
         b_row[0, cols] = np.where(b_row[0, cols] > 0, shared, n)

@@ -156,6 +156,7 @@ def sum_interleaved(x, partial):
         partial[cuda.blockIdx.x] = sdata[0]
 
 
+# teaching copy: Harris's kernels 1 and 2 differ only in their addressing, and the book diffs the two sources
 @cuda.jit
 def sum_strided_index(x, partial):
     """partial[b] = the sum of block b's elements; Harris's kernel 2, `index = 2*s*tid` (Chapter 10)."""
