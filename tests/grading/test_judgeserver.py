@@ -66,3 +66,16 @@ def test_the_grader_falls_back_to_starting_judges_without_a_server(tmp_path, mon
     t0 = time.monotonic()
     r = grader.grade_one(plan, "s", runner.solution_path("00"), Limits(), nb, servers=servers)
     assert r.total == r.max_total and time.monotonic() - t0 < 300
+
+
+def test_no_judge_is_forked_outside_the_simulator(monkeypatch):
+    """A CUDA context does not survive a fork: in any other mode the server forks nothing (the grader then
+    starts each judge), shown here in compile mode, which a machine without a GPU has too."""
+    monkeypatch.setenv("CUDALEARN_MODE", "compile")
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    server = judgeserver.Server(())
+    try:
+        with pytest.raises(OSError):  # "did not fork", or the connection reset by the server it ended
+            server.judge({**os.environ}, timeout=120)
+    finally:
+        server.close()

@@ -8,7 +8,8 @@ output and error on the grader's pipes and the grader's environment, that runs `
 judge started by `python -m cudalearn.grading.judge` does. The server runs no job and no student
 code ever: every judge starts from the same untouched state, and one judge's work never reaches
 another's. It reports each judge's exit status on a pipe of that judge's own, so the grader still
-says how a judge ended.
+says how a judge ended. It forks under the simulator only: in gpu mode the judge's CUDA context
+would not survive a fork, so there the server ends at once and the grader starts each judge.
 """
 
 from __future__ import annotations
@@ -177,8 +178,9 @@ def _main(fd: int, preload: list[str]) -> None:
     from cudalearn.grading import wire
     from cudalearn.runtime import device
 
-    device.setup(quiet=True)  # as judge.main does, in the same order: the mode, then the host copies
-    wire.keep_host_copies()
+    if device.setup(quiet=True).mode != "sim":  # the mode first, as judge.main chooses it
+        return  # a GPU's context does not survive a fork: the grader starts every judge afresh there
+    wire.keep_host_copies()  # then the host copies, as judge.main does
     for name in (*_PRELOAD, *preload):
         try:
             importlib.import_module(name)
