@@ -25,6 +25,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from cudalearn.compile import ptx
@@ -32,20 +33,14 @@ from cudalearn.compile import ptx
 _FORK, _COUNT = b"F", b"N"
 
 
-class Server:
-    """The grade run's compile server: `worker()` forks a fresh worker and returns its socket and pid."""
+class ForkServer:
+    """A grade run's warm process that forks on request, over a control socket (compile, judge servers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, argv: Callable[[int], list[str]], env: dict) -> None:
+        """Start `argv(fd)`, fd being the server's end of the control socket; `env` its environment."""
         mine, theirs = socket.socketpair()
-        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-        env["CUDALEARN_MODE"] = "compile"
-        root = str(Path(__file__).resolve().parents[2])
-        path = [root, *(p for p in sys.path if p and os.path.isdir(p))]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
-        die = "sys.platform.startswith('linux') and __import__('ctypes').CDLL(None).prctl(1, 9, 0, 0, 0)"
-        boot = f"import sys; {die}; from cudalearn.compile.forkserver import _main; _main({theirs.fileno()})"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", boot],
+            argv(theirs.fileno()),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -56,14 +51,39 @@ class Server:
         self.control = mine
         self._lock = threading.Lock()
 
+    def request(self, message: bytes, fds: list[int], timeout: float, reply: int = 4) -> bytes:
+        """Send a message (and descriptors); the reply of `reply` bytes (fewer if the server ended)."""
+        with self._lock:  # one request at a time: the grader's threads share the server
+            socket.send_fds(self.control, [message], fds)
+            self.control.settimeout(timeout)  # the first request waits for the server's start
+            return self.control.recv(reply)
+
+    def close(self) -> None:
+        """End the server (what it forked ends with its judge, or the grader kills it)."""
+        self.control.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Server(ForkServer):
+    """The grade run's compile server: `worker()` forks a fresh worker and returns its socket and pid."""
+
+    def __init__(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+        env["CUDALEARN_MODE"] = "compile"
+        root = str(Path(__file__).resolve().parents[2])
+        path = [root, *(p for p in sys.path if p and os.path.isdir(p))]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
+        die = "sys.platform.startswith('linux') and __import__('ctypes').CDLL(None).prctl(1, 9, 0, 0, 0)"
+        boot = "import sys; {die}; from cudalearn.compile.forkserver import _main; _main({fd})"
+        super().__init__(lambda fd: [sys.executable, "-c", boot.format(die=die, fd=fd)], env)
+
     def worker(self, timeout: float = 240.0) -> tuple[socket.socket, int]:
         """(the judge's end of a socket pair, the pid of the worker forked to serve its other end)."""
         mine, theirs = socket.socketpair()
         try:
-            with self._lock:
-                socket.send_fds(self.control, [_FORK], [theirs.fileno()])
-                self.control.settimeout(timeout)  # the first fork waits for NVVM to load
-                reply = self.control.recv(4)
+            reply = self.request(_FORK, [theirs.fileno()], timeout)  # the first waits for NVVM to load
         finally:
             theirs.close()
         if len(reply) < 4:
@@ -73,16 +93,7 @@ class Server:
 
     def cached(self) -> tuple[int, int]:
         """(results the server keeps for the workers it will fork, compiles its workers reported)."""
-        with self._lock:
-            self.control.sendall(_COUNT)
-            return struct.unpack(">ii", self.control.recv(8))
-
-    def close(self) -> None:
-        """End the server (its workers end with their judges; the grader kills what is left)."""
-        self.control.close()
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        return struct.unpack(">ii", self.request(_COUNT, [], 60, reply=8))
 
 
 def _main(fd: int) -> None:

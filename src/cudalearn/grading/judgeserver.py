@@ -22,8 +22,8 @@ import signal
 import socket
 import struct
 import subprocess
-import threading
 
+from cudalearn.compile import forkserver
 from cudalearn.grading import python_command
 
 _MODULE = "cudalearn.grading.judgeserver"
@@ -92,23 +92,12 @@ class Judge:
         return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-class Server:
+class Server(forkserver.ForkServer):
     """The grade run's judge server: `judge(env)` forks a judge and returns it."""
 
     def __init__(self, preload: tuple[str, ...] = ()) -> None:
-        mine, theirs = socket.socketpair()
-        env = {**os.environ, "MPLBACKEND": "Agg"}
-        self.proc = subprocess.Popen(
-            python_command(_MODULE, str(theirs.fileno()), json.dumps(list(preload))),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(theirs.fileno(),),
-            env=env,
-        )
-        theirs.close()
-        self.control = mine
-        self._lock = threading.Lock()
+        argv = lambda fd: python_command(_MODULE, str(fd), json.dumps(list(preload)))  # noqa: E731
+        super().__init__(argv, {**os.environ, "MPLBACKEND": "Agg"})
 
     def judge(self, env: dict, fd_env: dict[str, int] | None = None, timeout: float = 300.0) -> Judge:
         """Fork a judge with this environment; `fd_env` names variables whose value starts with a
@@ -117,10 +106,7 @@ class Server:
         pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, exit status
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], *fd_env.values()]
         try:
-            with self._lock:
-                socket.send_fds(self.control, [json.dumps([env, list(fd_env)]).encode()], theirs)
-                self.control.settimeout(timeout)  # the first judge waits for the server's imports
-                reply = self.control.recv(4)
+            reply = self.request(json.dumps([env, list(fd_env)]).encode(), theirs, timeout)
         finally:
             for fd in theirs[:4]:
                 os.close(fd)
@@ -136,13 +122,6 @@ class Server:
             os.fdopen(pipes[2][0], "rb"),
             pipes[3][0],
         )
-
-    def close(self) -> None:
-        """End the server; its judges end with the grader's backstop and cgroups, as before."""
-        self.control.close()
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def preload_for(plan) -> tuple[str, ...]:
