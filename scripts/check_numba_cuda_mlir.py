@@ -7,7 +7,7 @@ numba-cuda-mlir's in gpu mode when it is installed. This script forces that choi
 (`CUDALEARN_NUMBA=numba-cuda-mlir`, in the 'compile' mode: no GPU needed) and compiles the course as
 it is. Each kernel is compiled by the package its own `cuda` comes from (`numba_backend.cuda_of`):
 numba-cuda-mlir for the modules on the bridge, numba-cuda for a module that imports `numba` itself
-(the report names them; tests/test_numba_backend.py keeps that list empty).
+(the report names them; tests/runtime/test_numba_backend.py keeps that list empty).
 
 (An earlier run redirected only `numba.cuda` and kept numba 0.68's `float32`: 11 of the 66 kernels
 compiled, the others failed with "Untyped global name 'float32'", which is why the bridge gives the
@@ -17,7 +17,7 @@ exactly what the course does and repeated its table, so it is gone.)
 
 Each kernel module found by `cudalearn.chapters.kernel_modules()` is compiled in a child process (a
 crash of the compiler costs one module, not the run), every kernel of its `SIGNATURES` with
-`cuda.compile_ptx(kernel.py_func, sig, cc=cc)`, as `tests/test_kernels.py` does with numba-cuda.
+`cuda.compile_ptx(kernel.py_func, sig, cc=cc)`, as `tests/compile/test_kernels.py` does with numba-cuda.
 numba-cuda-mlir 0.6.0's compile_ptx asks the CUDA driver for the current GPU's capability even when
 `cc` is given (`numba_cuda_mlir.tools.resolve_gpu_target`), so without a GPU the script presets its
 cache (`numba_cuda_mlir.tools._cached_cc`) to the target; on a GPU nothing is preset. When a ptxas is

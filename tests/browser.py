@@ -82,7 +82,7 @@ def collect_errors(page) -> list[str]:
 
 @contextlib.contextmanager
 def serve(directory):
-    """Serve `directory` on 127.0.0.1 at a free port, in threads; yield its URL (tests/test_site.py)."""
+    """Serve `directory` on 127.0.0.1 at a free port, in threads; yield its URL (course/test_site.py)."""
     import functools
     import http.server
     import threading

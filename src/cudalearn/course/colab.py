@@ -10,7 +10,7 @@ numba-cuda), installs `numba-cuda[cu12]` and this package at the pinned
 versions, and only when they are not already installed: once per runtime,
 and again only if something changed them. Elsewhere it only calls
 `cudalearn.setup()`. It is plain Python, not `%pip` magics, so
-tests/test_colab.py can run it against a simulated Colab.
+tests/course/test_colab.py can run it against a simulated Colab.
 """
 
 from __future__ import annotations

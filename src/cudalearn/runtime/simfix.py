@@ -12,7 +12,7 @@ no lock::
 When the interpreter switches threads between the check and the set, two
 threads of the first block each create an array, and the threads that got
 the discarded one write their tile where nobody reads it: one block's output
-is garbage. `tests/test_simfix.py` widens that window to show the race
+is garbage. `tests/runtime/test_simfix.py` widens that window to show the race
 happens, and shows that `apply()` removes it. `apply()` replaces the method
 with one that does the same lookup under a lock (and finds the caller's
 line without `traceback.extract_stack`, which also makes it faster).

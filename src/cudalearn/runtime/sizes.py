@@ -9,7 +9,7 @@ Each chapter keeps its sizes in its own folder, `chapters/chNN/sizes.py`
 `SIZES = {"ch5.<name>": {"gpu": value, "sim": value}}`; this module finds
 them by that name (pure data: nothing else of the chapter is imported), and
 refuses a key that does not start with its folder's chapter (so no two
-chapters can define one key). tests/test_sizes.py reads every
+chapters can define one key). tests/runtime/test_sizes.py reads every
 notebook, module and script and fails on a key asked for that no chapter
 defines, or one defined that nothing asks for.
 """

@@ -336,7 +336,7 @@ def test_attention_refuses_shapes_it_cannot_run():
 
 def test_no_float64_in_the_ptx_and_shuffles_where_promised():
     """The row, attention and shuffle-sum kernels compiled for sm_75 (the T4 the labs compile for;
-    tests/test_kernels.py compiles every kernel for sm_90 too): float32 only, `math.exp` and `math.sqrt`
+    compile/test_kernels.py compiles every kernel for sm_90 too): float32 only, `math.exp` and `math.sqrt`
     lowered to the float32 functions, no stray float64 constant; shuffles exactly where promised."""
     shuffles = {"sum_shuffle", "sum_atomic", *ROWS, "layernorm", "layernorm_block", "layernorm_long"}
     shuffles.add("layernorm_pairs")

@@ -14,7 +14,7 @@ SIGNATURES = {
     "busy": "void(float32[::1], int32)",
     "thread_ids": "void(int32[:, ::1])",
 }
-# vector_add_ilp's kernels are made per k by a factory, so none is listed here: tests/test_kernels.py
+# vector_add_ilp's kernels are made per k by a factory, so none is listed here: tests/compile/test_kernels.py
 # compiles them for sm_75 and sm_90 with the signature of vector_add (VECTOR_ADD_ILP_SIGNATURE).
 VECTOR_ADD_ILP_SIGNATURE = SIGNATURES["vector_add"]
 

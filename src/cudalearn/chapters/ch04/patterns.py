@@ -1,6 +1,6 @@
 """The access-pattern catalogue: small kernels whose shared and global counts are known (Chapters 2-4).
 
-One set of kernels serves both sides of the tracer's validation: `tests/test_trace.py` checks the
+One set of kernels serves both sides of the tracer's validation: `tests/trace/test_trace.py` checks the
 tracer's counts on them against the rules of the memory model, and `scripts/ncu_compare.py`
 (`cudalearn.chapters.ch04.ncu`) compares the same counts with Nsight Compute's hardware counters.
 

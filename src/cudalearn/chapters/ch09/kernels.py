@@ -19,7 +19,7 @@ from cudalearn.runtime.numba_backend import cuda, float32
 SIGNATURES = {
     "patchify": "void(float32[:, :, :, ::1], float32[:, :, ::1], int32)",
 }
-# patchify_fast's kernels are made per (C, p) by a factory, so none is listed here: tests/test_vit.py
+# patchify_fast's kernels are made per (C, p) by a factory, none listed here: tests/chapters/ch09/test_vit.py
 # compiles them for sm_75 and sm_90, signature "void(float32[:, :, :, ::1], float32[:, :, ::1])".
 
 

@@ -86,7 +86,7 @@ def sum_candidates(n: int, seed: int = 0):
     ty = torch.empty_like(tx)
     # a float32 sum of n values in [0, 1) in a blocked or tree order errs by about 1e-6 of the total
     # (sqrt of the additions times half an ulp); 1e-5 catches a grid that stops short or a pass that
-    # drops partials. tests/test_reductions.py checks each kernel's order of additions bit for bit.
+    # drops partials. tests/chapters/ch10/test_reductions.py checks each kernel's order of additions bitwise.
     tol = 1e-5 * float(exact[0])
     sums = {
         "torch.sum": _checked(
@@ -182,7 +182,7 @@ def attention_candidates(n: int, d: int, seed: int = 0) -> dict:
     def sdpa():
         return F.scaled_dot_product_attention(tq, tk, tv)
 
-    expected = sdpa()[0, 0].cpu().numpy()  # checked against NumPy in tests/test_reductions.py
+    expected = sdpa()[0, 0].cpu().numpy()  # checked against NumPy in tests/chapters/ch10/test_reductions.py
     tol = {"rtol": 1e-3, "atol": 1e-4}
     return {
         THREE: _checked(

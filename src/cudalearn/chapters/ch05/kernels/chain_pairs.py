@@ -28,7 +28,7 @@ SIGNATURES = {
     ),
 }
 # bias_relu_dropout_pairs_u32's kernels are made per number of pairs by a factory, so none is listed
-# here: tests/test_fusion.py compiles them for sm_75 and sm_90 with the paired kernel's signature.
+# here: tests/chapters/ch05/test_fusion.py compiles them for sm_75 and sm_90 (the paired signature).
 
 
 def launch_pairs(shape, block=BLOCK_2D, pairs=PAIRS):

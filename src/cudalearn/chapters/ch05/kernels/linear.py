@@ -110,7 +110,7 @@ def make_tiled(TILE):
         if row < C.shape[0] and col < C.shape[1]:
             C[row, col] = acc
 
-    # teaching copy: the lab's solution (solutions/05, exercise 1), kept equal by tests/test_kernels.py
+    # teaching copy: the lab's solution (solutions/05, exercise 1), kept equal by test_kernels.py
     @cuda.jit
     def linear_relu_tiled(X, W, b, Y):
         """Y = relu(X @ W + b) in one launch; X (m, k), W (k, n), b (n,), Y (m, n) float32."""

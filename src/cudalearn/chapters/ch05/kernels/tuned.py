@@ -15,7 +15,7 @@ from cudalearn.chapters.ch05.kernels.blocked import blocked
 from cudalearn.chapters.ch05.kernels.tiles import VEC_TILES, Tiles
 from cudalearn.runtime.numba_backend import cuda, float32, int64, uint32
 
-#: made per configuration by a factory, so none is listed here: tests/test_mlp.py compiles
+#: made per configuration by a factory, so none is listed here: tests/chapters/ch05/test_mlp.py compiles
 #: blocked_vec(VEC_TILES)'s kernels for sm_75 and sm_90
 SIGNATURES: dict[str, str] = {}
 
