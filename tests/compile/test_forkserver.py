@@ -122,3 +122,45 @@ def test_the_server_dies_with_the_grader_process_group_signal(server):
     server.proc.wait()
     with pytest.raises(OSError):
         server.worker(timeout=5)
+
+
+def test_a_worker_report_is_data_the_server_checks():
+    """The server reads what workers report as JSON of a fixed shape: a pickle, a forged status or a record
+    over the cap is dropped, and nothing of it is executed."""
+    import json
+    import pickle
+    import struct
+
+    def record(data: bytes) -> int:
+        r, w = os.pipe()
+        os.write(w, struct.pack(">Q", len(data)) + data)
+        os.close(w)
+        return r
+
+    cache = {}
+    good = json.dumps(["ab" * 32, ["float32"], [7, 5], "ok", ".target sm_75"]).encode()
+    assert forkserver._keep(record(good), cache) and cache == {
+        (bytes.fromhex("ab" * 32), ("float32",), (7, 5)): ("ok", ".target sm_75")
+    }
+    for bad in (
+        pickle.dumps(("k", ("ok", "x"))),
+        json.dumps(["ab" * 32, ["float32"], [7, 5], "unavailable", "x"]).encode(),
+        json.dumps(["short", [], [7, 5], "ok", "x"]).encode(),
+    ):
+        assert not forkserver._keep(record(bad), cache)
+    r, w = os.pipe()
+    os.write(w, struct.pack(">Q", forkserver.MAX_REPORT + 1))
+    os.close(w)
+    assert not forkserver._keep(r, cache) and len(cache) == 1
+
+
+def test_a_failed_request_ends_the_server_so_no_late_reply_is_misread():
+    server = forkserver.Server()
+    try:
+        with pytest.raises(OSError):
+            server.worker(timeout=0.001)  # NVVM is still loading: no reply in time
+        assert server.broken and server.proc.poll() is not None
+        with pytest.raises(OSError, match="ended after an earlier failure"):
+            server.worker()
+    finally:
+        server.close()

@@ -16,6 +16,8 @@ sees the socket: the judge's sandbox inherits no file descriptor of the judge.
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import pickle
 import select
@@ -50,20 +52,43 @@ class ForkServer:
         theirs.close()
         self.control = mine
         self._lock = threading.Lock()
+        self.broken = False
 
     def request(self, message: bytes, fds: list[int], timeout: float, reply: int = 4) -> bytes:
-        """Send a message (and descriptors); the reply of `reply` bytes (fewer if the server ended)."""
-        with self._lock:  # one request at a time: the grader's threads share the server
-            socket.send_fds(self.control, [message], fds)
-            self.control.settimeout(timeout)  # the first request waits for the server's start
-            return self.control.recv(reply)
+        """Send a message (and descriptors); return the server's whole reply of `reply` bytes.
 
-    def close(self) -> None:
-        """End the server (what it forked ends with its judge, or the grader kills it)."""
+        Any failure (a timeout, a short reply, a server that ended) ends the server for good and raises
+        OSError: a reply that came late must never be read as the answer to the next request."""
+        with self._lock:  # one request at a time: the grader's threads share the server
+            if self.broken:
+                raise OSError("the server was ended after an earlier failure")
+            try:
+                socket.send_fds(self.control, [message], fds)
+                self.control.settimeout(timeout)  # the first request waits for the server's start
+                data = b""
+                while len(data) < reply:
+                    chunk = self.control.recv(reply - len(data))
+                    if not chunk:
+                        break
+                    data += chunk
+                if len(data) < reply:
+                    raise OSError("the server ended without a reply")
+                return data
+            except BaseException:
+                self._end()
+                raise
+
+    def _end(self) -> None:
+        self.broken = True
         self.control.close()
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+    def close(self) -> None:
+        """End the server (what it forked ends with its judge, or the grader kills it)."""
+        with self._lock:
+            self._end()
 
 
 class Server(ForkServer):
@@ -84,20 +109,22 @@ class Server(ForkServer):
         mine, theirs = socket.socketpair()
         try:
             reply = self.request(_FORK, [theirs.fileno()], timeout)  # the first waits for NVVM to load
+        except BaseException:
+            mine.close()
+            raise
         finally:
             theirs.close()
-        if len(reply) < 4:
-            mine.close()
-            raise OSError("the compile server did not fork a worker")
         return mine, struct.unpack(">i", reply)[0]
 
     def cached(self) -> tuple[int, int]:
         """(results the server keeps for the workers it will fork, compiles its workers reported)."""
-        return struct.unpack(">ii", self.request(_COUNT, [], 60, reply=8))
+        return struct.unpack(">ii", self.request(_COUNT, [], 60, reply=8))  # the reply is whole, or OSError
 
 
 def _main(fd: int) -> None:
     """The server: load Numba's real target and NVVM, then fork a worker for each request."""
+    if sys.platform.startswith("linux"):  # PR_SET_DUMPABLE 0: no process of its user may ptrace it or
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # read its memory; its workers inherit that
     control = socket.socket(fileno=fd)
     ptx._pretend_device(ptx.T4)
     ptx._compile_here(ptx._warm_up_kernel, ptx.signature_types("void(float32[::1])"), ptx.T4)
@@ -127,6 +154,7 @@ def _main(fd: int) -> None:
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the worker: this judge's socket and its report pipe, nothing else of the server
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             control.close()
             os.close(r)
             for other in reports:
@@ -150,17 +178,39 @@ def _read_exact(fd: int, n: int) -> bytes:
     return data
 
 
+#: the largest report a worker may send (a kernel's PTX and its key): a longer one ends its pipe
+MAX_REPORT = 16 << 20
+
+
 def _keep(fd: int, cache: dict) -> bool:
-    """Read one result a worker reported, (key, result), into the cache; False at the pipe's end."""
+    """Read one result a worker reported into the cache; False at the pipe's end or at a bad record.
+
+    A record is JSON, never a pickle: a worker compiles students' kernels, so what it says is data the
+    server checks (a digest, signature and target as the key, a status and a text as the result)."""
     head = _read_exact(fd, 8)
     if len(head) < 8:
         return False
     n = struct.unpack(">Q", head)[0]
+    if n > MAX_REPORT:
+        return False
     data = _read_exact(fd, n)
     if len(data) < n:
         return False  # a worker killed mid-write: the record is dropped
-    key, result = pickle.loads(data)  # written by a worker of this server (see `_serve`)
-    cache[key] = result
+    try:
+        digest, sig, cc, status, text = json.loads(data)
+        ok = (
+            isinstance(digest, str)
+            and len(digest) == 64
+            and all(isinstance(t, str) for t in sig)
+            and all(isinstance(c, int) for c in cc)
+            and status in ("ok", "error")
+            and isinstance(text, str)
+        )
+    except (ValueError, TypeError):
+        return False
+    if not ok:
+        return False
+    cache[(bytes.fromhex(digest), tuple(sig), tuple(cc))] = (status, text)
     return True
 
 
@@ -183,7 +233,7 @@ def _serve(sock: socket.socket, cache: dict, report: int) -> None:
                 answer = ptx._outcome(e)
             if answer[0] != "unavailable":
                 cache[key] = answer
-                data = pickle.dumps((key, answer), protocol=pickle.HIGHEST_PROTOCOL)
+                data = json.dumps([key[0].hex(), list(key[1]), list(key[2]), *answer]).encode()
                 record = memoryview(struct.pack(">Q", len(data)) + data)
                 while record:
                     record = record[os.write(report, record) :]

@@ -74,10 +74,16 @@ class Judge:
         self.stderr.close()
         return bytes(out), bytes(err)
 
-    def rest(self) -> bytes:
-        """What the judge wrote after a timeout, once it is killed (its output ends with it)."""
-        data = bytearray()
-        while chunk := os.read(self.stdout.fileno(), 1 << 16):
+    def rest(self, timeout: float = 30.0) -> bytes:
+        """What the judge wrote after a timeout, once it is killed (its output ends with it, or the
+        deadline ends the reading: a process of its own that kept the pipe open is not waited for)."""
+        import time
+
+        data, deadline, fd = bytearray(), time.monotonic() + timeout, self.stdout.fileno()
+        while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
             data.extend(chunk)
         self.returncode = self._read_status(5)
         return bytes(data)
@@ -107,13 +113,13 @@ class Server(forkserver.ForkServer):
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], *fd_env.values()]
         try:
             reply = self.request(json.dumps([env, list(fd_env)]).encode(), theirs, timeout)
+        except BaseException:
+            for fd in (pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]):
+                os.close(fd)
+            raise
         finally:
             for fd in theirs[:4]:
                 os.close(fd)
-        if len(reply) < 4:
-            for fd in (pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]):
-                os.close(fd)
-            raise OSError("the judge server did not fork a judge")
         pid = struct.unpack(">i", reply)[0]
         return Judge(
             pid,
@@ -155,8 +161,10 @@ def _main(fd: int, preload: list[str]) -> None:
     import sys
 
     from cudalearn.grading import wire
+    from cudalearn.grading.process import make_private
     from cudalearn.runtime import device
 
+    make_private()  # it holds no hidden test, but every judge is forked from it: none may ptrace it
     if device.setup(quiet=True).mode != "sim":  # the mode first, as judge.main chooses it
         return  # a GPU's context does not survive a fork: the grader starts every judge afresh there
     wire.keep_host_copies()  # then the host copies, as judge.main does
@@ -216,6 +224,19 @@ def _reap(status_of: dict[int, int]) -> None:
             os.close(fd)
 
 
+def _fresh_random_state() -> None:
+    """Seed Python's, NumPy's and PyTorch's global generators from the OS, as a fresh judge's are (a forked
+    one would share the server's: every student's unseeded draws the same)."""
+    import random
+    import sys
+
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    if "torch" in sys.modules:
+        sys.modules["torch"].seed()
+
+
 def _child(fds, env, fd_env, control, wake_r, wake_w, status_of) -> None:
     """In the forked judge: its own session and descriptors, the grader's environment, then the judge."""
     import ctypes
@@ -236,6 +257,7 @@ def _child(fds, env, fd_env, control, wake_r, wake_w, status_of) -> None:
         env[name] = f"{f}:{env[name].split(':', 1)[1]}" if ":" in env[name] else str(f)
     os.environ.clear()
     os.environ.update(env)
+    _fresh_random_state()
     from cudalearn.grading import judge
 
     code = 0
