@@ -1,4 +1,4 @@
-"""The package's layers import one way, and no module imports itself back (DESIGN.md, issue: the house).
+"""The package's layers import one way and no module imports itself back (CONTRIBUTING.md: the house).
 
 An AST walk of every module of src/cudalearn, imports inside functions included (a lazy import is
 still a dependency): a module may import its own layer's modules and lower layers only, a chapter
@@ -160,3 +160,15 @@ def test_a_chapter_folder_holds_only_its_roles_and_named_modules():
     for folder in sorted((PACKAGE / "chapters").glob("ch[0-9][0-9]")):
         assert (folder / "sizes.py").exists(), f"{folder.name} has no sizes.py"
         assert (folder / "__init__.py").exists(), f"{folder.name} has no __init__.py"
+
+
+def test_a_chapters_sizes_are_pure_data():
+    """runtime.sizes reads every chapters/chNN/sizes.py by name (the walk above cannot see it): such a file
+    may import nothing, so reading it never pulls a chapter's code into a lower layer."""
+    for path in sorted((PACKAGE / "chapters").glob("ch[0-9][0-9]/sizes.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+        assert not imports, f"{path.relative_to(SRC)} imports something: sizes are data"
+        assert (path.parent / "__init__.py").read_text().strip() == "", (
+            f"{path.parent.name}/__init__.py is not empty"
+        )
