@@ -120,10 +120,10 @@ def test() -> int:
             "tests",
             "book",
             "solutions",
-            "-n",  # every core (pytest-xdist): a file, a notebook or a lab's corpus per worker at a time
+            "-n",  # every core (pytest-xdist): a test file, a notebook or a lab's corpus per worker at a time
             "auto",
             "--dist",
-            "loadgroup",
+            "loadfile",
             "--nbval-lax",  # compares the cells whose first line is `# NBVAL_CHECK_OUTPUT`
             "--nbval-sanitize-with",
             "tests/nbval-sanitize.cfg",

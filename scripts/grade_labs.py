@@ -5,7 +5,7 @@
 
 For each lab (default: all), the solution and every entry of
 tests/chapters/chNN/corpus.py are graded as one student each, as the CI test
-tests/grading/test_mutations.py does under the simulator. The JSON file gets the
+each tests/chapters/chNN/test_corpus_labNN.py does under the simulator. The JSON file gets the
 device, date and versions (`reference.run_header`), and per lab: the
 solution's grade, how many wrong answers kept points, how many valid ones
 lost points, and each entry's verdict. Exits non-zero when a solution

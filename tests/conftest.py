@@ -2,6 +2,8 @@
 
 Also: the test areas' markers (registered in pyproject.toml, `--strict-markers`), `--lab NN` to run one
 lab's mutation corpus and nothing else, and the time each area took, printed at the end of the run.
+`run.py test` runs pytest on every core with `--dist loadfile`: a test file (a module's fixtures, a lab's
+corpus, a notebook's cells) runs in one worker, in order.
 """
 
 import os
@@ -32,24 +34,14 @@ def pytest_addoption(parser):
 
 
 def _lab_of(item) -> str | None:
-    """The lab ('05') a corpus item is about, or None for any other item."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    if "entry" in params:
-        return params["entry"][0]
-    return params.get("lab") if item.get_closest_marker("corpus") else None
+    """The lab ('05') a corpus test is about (its module's LAB: tests/chapters/chNN/test_corpus_labNN.py)."""
+    return getattr(getattr(item, "module", None), "LAB", None) if item.get_closest_marker("corpus") else None
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if type(item).__name__ == "IPyNbCell":  # nbval's cells of book/ and solutions/
             item.add_marker(pytest.mark.notebooks)
-        # Under `-n N --dist loadgroup` (run.py test) a group runs in one worker, in order: a file's tests
-        # (its module fixtures and a notebook's cells are built once), except the corpus, whose tests go
-        # by lab (a lab is graded once, by its `graded` fixture).
-        lab = _lab_of(item)
-        group = f"lab{lab}" if lab is not None else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
     lab = config.getoption("--lab")
     if lab is None:
         return

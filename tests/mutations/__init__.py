@@ -6,7 +6,7 @@ exercise, written as edits of the solution's own answer (so it follows the solut
 changes) or as the whole cell. A wrong answer must fail the exercise's visible check with an
 AssertionError whose message matches `cause`, and lose that exercise's points in `cudalearn grade`
 with the same cause in its feedback; a valid one must pass both. The lab's own solution is always
-graded too and must get full marks. `tests/grading/test_mutations.py` runs the corpus; `python
+graded too and must get full marks. each chapter's `test_corpus_labNN.py` runs it (`suite.py`); `python
 tests/mutations NN` tries one lab's entries and prints what a student would read.
 """
 
