@@ -39,9 +39,11 @@ def _lab_of(item) -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
+    for item in items:  # a session hook: it sees book/ and solutions/ too, where no hook of this folder runs
         if type(item).__name__ == "IPyNbCell":  # nbval's cells of book/ and solutions/
             item.add_marker(pytest.mark.notebooks)
+        area = next((m for m in AREAS if item.get_closest_marker(m)), "other")
+        item.user_properties.append(("area", area))  # user_properties cross pytest-xdist's wire
     lab = config.getoption("--lab")
     if lab is None:
         return
@@ -55,12 +57,6 @@ def pytest_collection_modifyitems(config, items):
 
 _SPENT: dict = defaultdict(float)
 _COUNT: dict = defaultdict(int)
-
-
-def pytest_runtest_setup(item):
-    """Tell the report which area the test belongs to (user_properties cross pytest-xdist's wire)."""
-    area = next((m for m in AREAS if item.get_closest_marker(m)), "other")
-    item.user_properties.append(("area", area))
 
 
 def pytest_runtest_logreport(report):
