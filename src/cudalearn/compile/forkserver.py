@@ -19,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import pickle
 import select
 import signal
 import socket
@@ -28,7 +27,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from cudalearn.compile import ptx
 
@@ -95,14 +93,9 @@ class Server(ForkServer):
     """The grade run's compile server: `worker()` forks a fresh worker and returns its socket and pid."""
 
     def __init__(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-        env["CUDALEARN_MODE"] = "compile"
-        root = str(Path(__file__).resolve().parents[2])
-        path = [root, *(p for p in sys.path if p and os.path.isdir(p))]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
         die = "sys.platform.startswith('linux') and __import__('ctypes').CDLL(None).prctl(1, 9, 0, 0, 0)"
         boot = "import sys; {die}; from cudalearn.compile.forkserver import _main; _main({fd})"
-        super().__init__(lambda fd: [sys.executable, "-c", boot.format(die=die, fd=fd)], env)
+        super().__init__(lambda fd: [sys.executable, "-c", boot.format(die=die, fd=fd)], ptx.worker_env())
 
     def worker(self, timeout: float = 240.0) -> tuple[socket.socket, int]:
         """(the judge's end of a socket pair, the pid of the worker forked to serve its other end)."""
@@ -226,11 +219,7 @@ def _serve(sock: socket.socket, cache: dict, report: int) -> None:
         key = (hashlib.sha256(payload).digest(), tuple(str(t) for t in sig), tuple(cc))
         answer = cache.get(key)
         if answer is None:
-            try:
-                ptx._pretend_device(cc)
-                answer = ("ok", ptx._compile_here(pickle.loads(payload), sig, cc))
-            except BaseException as e:  # noqa: BLE001  (every failure goes back to the judge)
-                answer = ptx._outcome(e)
+            answer = ptx.answer(payload, sig, cc)
             if answer[0] != "unavailable":
                 cache[key] = answer
                 data = json.dumps([key[0].hex(), list(key[1]), list(key[2]), *answer]).encode()

@@ -198,13 +198,26 @@ def _serve() -> None:
     import numba.cuda  # noqa: F401  (the real target: NUMBA_ENABLE_CUDASIM is unset for this process)
 
     while (request := _read(stdin)) is not None:
-        payload, sig, cc = request
-        try:
-            _pretend_device(cc)
-            answer = ("ok", _compile_here(pickle.loads(payload), sig, cc))
-        except BaseException as e:  # noqa: BLE001  (every failure goes back to the parent)
-            answer = _outcome(e)
-        _write(stdout, answer)
+        _write(stdout, answer(*request))
+
+
+def answer(payload: bytes, sig: tuple, cc: tuple[int, int]) -> tuple[str, str]:
+    """In a worker: ('ok', ptx) for a pickled kernel, or the outcome of its failure (`_outcome`)."""
+    try:
+        _pretend_device(cc)
+        return "ok", _compile_here(pickle.loads(payload), sig, cc)
+    except BaseException as e:  # noqa: BLE001  (every failure goes back to the parent)
+        return _outcome(e)
+
+
+def worker_env() -> dict[str, str]:
+    """A compile worker's environment: the real CUDA target, and the modules a kernel may name importable."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["CUDALEARN_MODE"] = "compile"  # a cudalearn module the kernel names may be imported there
+    root = str(Path(__file__).resolve().parents[2])
+    path = [root, *(p for p in sys.path if p and os.path.isdir(p))]  # the modules a kernel may name
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
+    return env
 
 
 class _Worker:
@@ -223,17 +236,12 @@ class _Worker:
             self.sock = socket.socket(fileno=fd)
             self.writer, self.fd, self.worker_pid = self.sock.makefile("wb"), fd, pid
             return
-        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-        env["CUDALEARN_MODE"] = "compile"  # a cudalearn module the kernel names may be imported there
-        root = str(Path(__file__).resolve().parents[2])
-        path = [root, *(p for p in sys.path if p and os.path.isdir(p))]  # the modules a kernel may name
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from cudalearn.compile.ptx import _serve; _serve()"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=env,
+            env=worker_env(),
         )
         self.writer, self.fd, self.worker_pid = self.proc.stdin, self.proc.stdout.fileno(), self.proc.pid
 
