@@ -118,7 +118,7 @@ _PTXAS_FIGURES = {
 
 
 def _assemble(ptx, cc):
-    """(ptxas -v's report, cuobjdump's SASS listing) of `ptx` compiled for sm_<cc> (Chapters 2-6)."""
+    """(ptxas -v's report, cuobjdump's SASS listing, the ptxas used) of `ptx` for sm_<cc> (Chapters 2-6)."""
     ptxases, cuobjdump = tool_paths("ptxas"), find_tool("cuobjdump")
     if not ptxases or not cuobjdump:
         raise RuntimeError("ptxas and cuobjdump are needed (CUDA toolkit, nvidia-cuda-nvcc wheel or Triton)")
@@ -139,21 +139,25 @@ def _assemble(ptx, cc):
         dump = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True)
         if dump.returncode:
             raise RuntimeError(f"cuobjdump failed: {dump.stderr.strip()[-500:]}")
-    return run.stderr, dump.stdout
+    return run.stderr, dump.stdout, ptxas
 
 
-def compile_report(ptx, cc):
-    """`ptxas -v` figures and the SASS instruction mix of `ptx` compiled for sm_<cc> (Chapter 6).
+def compile_report(ptx, cc, loop_lines=False):
+    """`ptxas -v` figures and the SASS instruction mix of `ptx` compiled for sm_<cc> (Chapters 4 and 6).
 
     Returns {"ptxas": {registers, spill_store_bytes, spill_load_bytes, stack_bytes, shared_bytes},
-    "sass": instruction_mix(...)}. Raises RuntimeError when ptxas or cuobjdump cannot be found or fail.
+    "sass": instruction_mix(...)}, with "loop_lines" (`hot_loop`) when asked. Raises RuntimeError when
+    ptxas or cuobjdump cannot be found or fail.
     """
-    report, sass = _assemble(ptx, cc)
+    report, sass, ptxas = _assemble(ptx, cc)
     figures = {}
     for key, pattern in _PTXAS_FIGURES.items():
         m = re.search(pattern, report)
         figures[key] = int(m.group(1)) if m else 0
-    return {"arch": f"sm_{cc[0]}{cc[1]}", "ptxas": figures, "sass": instruction_mix(sass)}
+    out = {"arch": f"sm_{cc[0]}{cc[1]}", "ptxas": figures, "sass": instruction_mix(sass)}
+    if loop_lines:
+        out |= {"loop_lines": hot_loop(sass), "ptxas_version": ptxas_version(ptxas)}
+    return out
 
 
 def sass_opcodes(ptx, cc):
@@ -175,6 +179,32 @@ def _kind(op):
     return base if base in _KINDS else "other"
 
 
+def _hot_loop(ops):
+    """The body of the loop (a backward branch) that holds the most FFMAs: [(address, opcode, operands)]."""
+    best, most = [], 0
+    for addr, op, rest in ops:
+        target = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None
+        if target and int(target.group(1), 16) < addr:
+            body = [o for o in ops if int(target.group(1), 16) <= o[0] <= addr]
+            ffmas = sum(_kind(o[1]) == "FFMA" for o in body)
+            if ffmas > most:
+                best, most = body, ffmas
+    return best
+
+
+def hot_loop(sass):
+    """The hot loop of a SASS listing (see `instruction_mix`) as 'OPCODE operands' lines (Chapter 4)."""
+    ops = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in _SASS_LINE.finditer(sass)]
+    return [f"{op} {' '.join(rest.split())}".strip() for _, op, rest in _hot_loop(ops)]
+
+
+def ptxas_version(path):
+    """The release line of a ptxas ('Cuda compilation tools, release 12.9, V12.9.86') (Chapter 4)."""
+    run = subprocess.run([path, "--version"], capture_output=True, text=True)
+    lines = [line for line in run.stdout.splitlines() if "release" in line]
+    return lines[-1].strip() if lines else "unknown"
+
+
 def instruction_mix(sass):
     """Counts of SASS instructions by kind (FFMA, LDS, LDG, STS, STG, LDL, STL, BAR, other) (Chapter 6).
 
@@ -184,17 +214,10 @@ def instruction_mix(sass):
     """
     ops = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in _SASS_LINE.finditer(sass)]
     total = Counter(_kind(op) for _, op, _ in ops)
-    best = None
-    for addr, op, rest in ops:
-        target = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None
-        if target and int(target.group(1), 16) < addr:
-            body = [o for a, o, _ in ops if int(target.group(1), 16) <= a <= addr]
-            count = Counter(_kind(o) for o in body)
-            if count["FFMA"] and (best is None or count["FFMA"] > best[0]["FFMA"]):
-                best = (count, body)
+    body = [op for _, op, _ in _hot_loop(ops)]
     loop = {}
-    if best:
-        count, body = best
+    if body:
+        count = Counter(_kind(o) for o in body)
         loop = {k: count[k] for k in (*_KINDS, "other")}
         loop["instructions"] = len(body)
         loop["lds128"] = sum(o.startswith("LDS") and ".128" in o for o in body)
@@ -238,6 +261,25 @@ def resources(kernel, threads):
         "warps_per_sm": warps,
         "occupancy": warps / max_warps,
     }
+
+
+def kernel_sass(kernel):
+    """(SASS listing, what made it) of the cubin the CUDA driver linked for a kernel on this GPU (Chapter 4).
+
+    The machine code that ran, as `cuobjdump -sass` lists it; the kernel must have run (or been
+    compiled) for exactly one signature. Raises RuntimeError when cuobjdump cannot be found or fails.
+    """
+    cuobjdump = find_tool("cuobjdump")
+    if not cuobjdump:
+        raise RuntimeError("cuobjdump is needed (CUDA toolkit, nvidia-cuda-nvcc wheel or Triton)")
+    overload = next(iter(kernel.overloads.values()))
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "k.cubin"
+        cubin.write_bytes(overload.library.get_cubin())
+        dump = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True)
+    if dump.returncode:
+        raise RuntimeError(f"cuobjdump failed: {dump.stderr.strip()[-500:]}")
+    return dump.stdout, "the CUDA driver's link of numba-cuda's PTX"
 
 
 def kernel_ptx(kernel):

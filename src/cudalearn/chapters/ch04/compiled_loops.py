@@ -1,0 +1,43 @@
+"""What the compiler made of the tiled products' inner loops, padded and unpadded (Chapter 4).
+
+On a GPU, `measure` lists the machine code (SASS) the CUDA driver linked for each kernel that ran and
+keeps its hot loop's instruction mix, and the hot loop itself for the padded row-access product;
+Chapter 4 stores it as the figure `ch4.compiled_loops` and reads it back under the simulator.
+"""
+
+from cudalearn.compile import toolchain
+
+KERNELS = ("matmul_tiled32", "matmul_tiled32_padded", "matmul_bt_tiled32", "matmul_bt_tiled32_padded")
+LISTED = "matmul_tiled32_padded"  # the kernel whose hot loop the chapter shows
+
+
+def measure(kernels):
+    """{name: hot-loop instruction mix (and, for LISTED, its lines)} of kernels that ran on this GPU."""
+    out = {}
+    for name, kernel in kernels.items():
+        sass, made_by = toolchain.kernel_sass(kernel)
+        entry = {"loop": toolchain.instruction_mix(sass)["loop"], "made_by": made_by}
+        if name == LISTED:
+            entry["loop_lines"] = toolchain.hot_loop(sass)
+        out[name] = entry
+    return out
+
+
+def per_ffma(entry):
+    """Instructions the hot loop issues per FFMA (its multiply-adds), from one kernel's entry."""
+    loop = entry["loop"]
+    return loop["instructions"] / loop["FFMA"]
+
+
+def table_lines(stored):
+    """One line per kernel: the hot loop's FFMAs, shared loads (and how many are 128-bit), all
+    instructions, and instructions per FFMA."""
+    head = f"{'kernel':<26}{'FFMA':>6}{'LDS':>6}{'of them 128-bit':>17}{'instructions':>14}{'per FFMA':>10}"
+    lines = [head]
+    for name in KERNELS:
+        loop = stored[name]["loop"]
+        lines.append(
+            f"{name:<26}{loop['FFMA']:>6}{loop['LDS']:>6}{loop['lds128']:>17}{loop['instructions']:>14}"
+            f"{per_ffma(stored[name]):>10.1f}"
+        )
+    return lines
