@@ -264,7 +264,7 @@ def resources(kernel, threads):
 
 
 def kernel_sass(kernel):
-    """(SASS listing, what made it) of the cubin the CUDA driver linked for a kernel on this GPU (Chapter 4).
+    """The SASS listing of the cubin the CUDA driver linked for a kernel on this GPU (Chapter 4).
 
     The machine code that ran, as `cuobjdump -sass` lists it; the kernel must have run (or been
     compiled) for exactly one signature. Raises RuntimeError when cuobjdump cannot be found or fails.
@@ -275,11 +275,12 @@ def kernel_sass(kernel):
     overload = next(iter(kernel.overloads.values()))
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "k.cubin"
-        cubin.write_bytes(overload.library.get_cubin())
+        code = overload.library.get_cubin()
+        cubin.write_bytes(getattr(code, "code", code))  # numba-cuda 0.30 hands a cuda.core ObjectCode
         dump = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True)
     if dump.returncode:
         raise RuntimeError(f"cuobjdump failed: {dump.stderr.strip()[-500:]}")
-    return dump.stdout, "the CUDA driver's link of numba-cuda's PTX"
+    return dump.stdout
 
 
 def kernel_ptx(kernel):

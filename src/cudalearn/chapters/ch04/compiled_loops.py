@@ -15,8 +15,8 @@ def measure(kernels):
     """{name: hot-loop instruction mix (and, for LISTED, its lines)} of kernels that ran on this GPU."""
     out = {}
     for name, kernel in kernels.items():
-        sass, made_by = toolchain.kernel_sass(kernel)
-        entry = {"loop": toolchain.instruction_mix(sass)["loop"], "made_by": made_by}
+        sass = toolchain.kernel_sass(kernel)
+        entry = {"loop": toolchain.instruction_mix(sass)["loop"]}
         if name == LISTED:
             entry["loop_lines"] = toolchain.hot_loop(sass)
         out[name] = entry
