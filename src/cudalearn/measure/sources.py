@@ -38,6 +38,7 @@ class Claim:
     key: str | None = None
     value: dict[str, Any] | None = None
     note: str = ""
+    on: str = "this notebook"  # where a value= figure comes from: a stored run's label when it is one
 
     def __post_init__(self) -> None:
         if (self.key is None) == (self.value is None):
@@ -53,7 +54,7 @@ def _cell(text: str) -> str:
 def row(c: Claim) -> tuple[str, str, str, str, str]:
     """(claim, source, measured, on, verdict) as text for one claim."""
     if c.value is not None:
-        figures, on = c.value, "this notebook"
+        figures, on = c.value, c.on
     else:
         figures, data = reference.lookup(c.key)  # type: ignore[arg-type]
         on = reference.label(data, c.key) if figures is not None else "no stored run"
