@@ -390,8 +390,8 @@ def test_launch_run_traces_what_the_simulator_lacks_and_says_so_once(capsys):
     again = np.zeros(1, np.float32)
     tracer.launch(block_total, 16, 256, x, again)
     assert capsys.readouterr().out == (
-        "block_total calls cuda.shfl_xor_sync, which Numba's simulator does not implement: cudalearn.trace"
-        " ran it on the CPU, the 32 lanes of each warp in lockstep.\n"
+        "block_total calls cuda.shfl_xor_sync, which Numba's simulator does not implement:\n"
+        "cudalearn.trace ran it on the CPU, the 32 lanes of each warp in lockstep.\n"
     )
     assert out[0] == again[0] and np.isclose(out[0], x.sum(dtype=np.float64), rtol=1e-5)
     copy = np.zeros(40, np.float32)

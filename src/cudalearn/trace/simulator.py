@@ -141,7 +141,7 @@ def launch(kernel, griddim, blockdim, *args) -> None:
     if name not in _TRACED:
         _TRACED.add(name)
         print(
-            f"{name} calls {lacks}, which Numba's simulator does not implement: cudalearn.trace ran it on"
-            " the CPU, the 32 lanes of each warp in lockstep."
+            f"{name} calls {lacks}, which Numba's simulator does not implement:\n"
+            "cudalearn.trace ran it on the CPU, the 32 lanes of each warp in lockstep."
         )
     run(kernel, griddim, blockdim, *args)

@@ -420,3 +420,13 @@ def cnn_vs_vit(
                 curves[model_name][str(n)] = round(float(np.mean(values)), 4)
         out[name] = curves
     return {"accuracy": out, "params": params}
+
+
+def inference(fn: Callable[[], object]) -> Callable[[], object]:
+    """`fn` wrapped to run under `torch.no_grad()`, as an inference call is timed (Chapter 9)."""
+
+    def run():
+        with torch.no_grad():
+            return fn()
+
+    return run

@@ -182,7 +182,7 @@ def sum_sequential(x, partial):
     tid = cuda.threadIdx.x
     s = cuda.blockDim.x // 2
     while s > 0:
-        if tid < s:  # contiguous threads read contiguous words: no divergence within a warp, no conflict
+        if tid < s:  # contiguous threads, contiguous words: no divergence in a warp, no conflict
             sdata[tid] += sdata[tid + s]
         cuda.syncthreads()
         s //= 2

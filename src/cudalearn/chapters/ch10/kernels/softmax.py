@@ -268,3 +268,17 @@ def online_reference(x) -> tuple[np.ndarray, np.ndarray]:
         d = d * np.exp(m - m_new) + np.exp(x[:, j] - m_new)
         m = m_new
     return m, d
+
+
+def timed_rows(t_in, t_out, kernels, torch_fn, *extra) -> dict:
+    """{name: callable} the book times on PyTorch tensors: a copy, PyTorch's kernel, each row kernel (Ch. 10).
+
+    t_in, t_out: (rows, cols) float32 tensors on the device; `extra` (gamma, beta tensors, eps) are passed
+    to each kernel after x and y, tensors as Numba views; each kernel's launch is prepared once
+    (`prepare_rows`).
+    """
+    found = {"copy (torch)": lambda: t_out.copy_(t_in), "PyTorch": lambda: torch_fn(t_in)}
+    views = [launch.cuda_view(a) if hasattr(a, "data_ptr") else a for a in (t_in, t_out, *extra)]
+    for kernel in kernels:
+        found[launch.kernel_name(kernel)] = prepare_rows(kernel, *views)
+    return found
