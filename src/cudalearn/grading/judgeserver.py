@@ -88,6 +88,19 @@ class Judge:
         self.returncode = self._read_status(5)
         return bytes(data)
 
+    def wait(self, timeout: float) -> int | None:
+        """The judge's exit code (negative: a signal; None: unknown), as Popen.wait; TimeoutExpired past
+        `timeout`. Its output pipes are closed once it has ended."""
+        if self._status is None:
+            return self.returncode
+        if not select.select([self._status], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired("judge", timeout)
+        self.returncode = self._read_status(0)
+        self._status = None
+        for stream in (self.stdout, self.stderr):
+            stream.close()
+        return self.returncode
+
     def _read_status(self, timeout: float) -> int | None:
         ready = select.select([self._status], [], [], timeout)[0]
         raw = os.read(self._status, 4) if ready else b""
@@ -241,6 +254,7 @@ def _child(fds, env, fd_env, control, wake_r, wake_w, status_of) -> None:
     """In the forked judge: its own session and descriptors, the grader's environment, then the judge."""
     import ctypes
     import sys
+    import tempfile
 
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG: it dies with the server
@@ -257,6 +271,7 @@ def _child(fds, env, fd_env, control, wake_r, wake_w, status_of) -> None:
         env[name] = f"{f}:{env[name].split(':', 1)[1]}" if ":" in env[name] else str(f)
     os.environ.clear()
     os.environ.update(env)
+    tempfile.tempdir = None  # the grader's TMPDIR for this notebook, not one the server may have cached
     _fresh_random_state()
     from cudalearn.grading import judge
 
