@@ -39,7 +39,7 @@ from cudalearn.grading.limits import (
     student_user,
 )
 from cudalearn.grading.report import Report, printable
-from cudalearn.grading.results import Result, TestResult, all_errors
+from cudalearn.grading.results import Result, all_errors, from_judge
 from cudalearn.grading.submissions import (
     Submission,
     distinct_students,
@@ -280,55 +280,16 @@ def grade_one(
     notes = [a.note for a in answers if a.note]
     raw = _run_judge(job_for(lab, answers, limits), limits, group, servers)
     if "overran" in raw:
-        return _overran(lab, student, path, limits, raw, notes)
+        return watch.overran(lab, student, path, limits.timeout, raw, notes)
     if "fatal" in raw:
         msg = f"the grader failed on this notebook ({raw['fatal']}); ask your instructor to look at it"
         res = all_errors(lab, student, path, msg, notes=notes, grader_error=raw["fatal"])
         print(f"cudalearn grade: {path}: {raw['fatal']}\n{raw.get('traceback', '')}", file=sys.stderr)
-        finished = {t["id"]: _test_result(t) for t in raw.get("tests", ())}  # kept: they had finished
+        finished = {t["id"]: from_judge(t) for t in raw.get("tests", ())}  # kept: they had finished
         res.tests = [finished.get(t.test_id, t) for t in res.tests]
         return res
-    tests = [_test_result(t) for t in raw["tests"]]
+    tests = [from_judge(t) for t in raw["tests"]]
     return Result(student, lab.name, path, tests, notes + raw["notes"], raw.get("isolation", {}))
-
-
-def _overran(lab: lab_mod.Lab, student: str, path: Path, limits: Limits, raw: dict, notes: list) -> Result:
-    """The row of a judge killed from outside at the notebook's deadline: its finished tests kept, the test it
-    was running and the rest timeouts (a call it could not interrupt, on what the student's code gave)."""
-    step = raw["overran"]
-    running = step.get("test") if isinstance(step, dict) else None
-    doing = str(step.get("name", "checking your notebook")) if isinstance(step, dict) else "checking"
-    finished = {t["id"]: _test_result(t) for t in raw.get("tests", ())}
-    tests = []
-    for t in lab.tests:
-        if t.test_id in finished:
-            tests.append(finished[t.test_id])
-            continue
-        if t.test_id == running:
-            message = (
-                f"the notebook's time limit ({limits.timeout:g} s) was reached while the grader ran this "
-                f"test, in one long call it could not interrupt (a loop over a huge size or a very long "
-                f"value your code returned, say); it was stopped from outside. Does your code return "
-                f"what the exercise asks for, at the sizes it asks for?"
-            )
-        else:
-            message = f"not run: the notebook's time limit ({limits.timeout:g} s) was reached ({doing})."
-        tests.append(TestResult(t.test_id, t.exercise, 0.0, t.points, "timeout", message))
-    print(f"cudalearn grade: {path}: the judge overran the time limit ({doing}): killed", file=sys.stderr)
-    return Result(student, lab.name, path, tests, notes)
-
-
-def _test_result(t: dict) -> TestResult:
-    """A test's result as the judge sent it."""
-    return TestResult(
-        t["id"],
-        t["exercise"],
-        float(t["points"]),
-        float(t["max"]),
-        t["status"],
-        t["message"],
-        t.get("output", ""),
-    )
 
 
 def grade(
@@ -454,9 +415,10 @@ def command(args: argparse.Namespace) -> int:
     elif args.user == "root":
         print("warning: --user root: student code runs as root (capabilities dropped)", file=sys.stderr)
     top = grader_cgroup()
+    cpu = top is not None and top.cpu_share  # read before the probe group is removed
     if top is not None:
         top.kill()
-    for note in containment_notes(limits, cgroup=top is not None):
+    for note in containment_notes(limits, cgroup=top is not None, cpu=cpu):
         print(f"warning: {note}", file=sys.stderr)
     unwritten: list[str] = []
     try:

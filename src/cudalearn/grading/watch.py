@@ -8,7 +8,7 @@ starts (a `{"clock": seconds}` line, once the job is read) and which test
 it is running (`{"step": ...}`), and the grader kills its whole process tree
 (`kill`: its session and cgroup) `GRACE_S` after that deadline. The tests it
 had finished (its `{"test": ...}` lines) keep their points; the test it was
-running and those after it are timeouts. Writing the job and reading the
+running and those after it are timeouts (`overran`: the student's row). Writing the job and reading the
 lines never block past the deadline either, whatever the judge does.
 """
 
@@ -17,8 +17,13 @@ from __future__ import annotations
 import json
 import os
 import select
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from cudalearn.grading import lab as lab_mod
+from cudalearn.grading.results import Result, TestResult, from_judge
 
 # Seconds a judge gets to read its job and start its clock (its imports: a cold PyTorch on a slow machine).
 START_S = 120.0
@@ -112,3 +117,29 @@ def _record(line: bytes) -> dict:
     except ValueError:
         return {}
     return record if isinstance(record, dict) else {}
+
+
+def overran(lab: lab_mod.Lab, student: str, path: Path, timeout: float, raw: dict, notes: list) -> Result:
+    """The row of a judge killed from outside at the notebook's deadline: its finished tests kept, the test it
+    was running and the rest timeouts (a call it could not interrupt, on what the student's code gave)."""
+    step = raw["overran"]
+    running = step.get("test") if isinstance(step, dict) else None
+    doing = str(step.get("name", "checking your notebook")) if isinstance(step, dict) else "checking"
+    finished = {t["id"]: from_judge(t) for t in raw.get("tests", ())}
+    tests = []
+    for t in lab.tests:
+        if t.test_id in finished:
+            tests.append(finished[t.test_id])
+            continue
+        if t.test_id == running:
+            message = (
+                f"the notebook's time limit ({timeout:g} s) was reached while the grader ran this "
+                f"test, in one long call it could not interrupt (a loop over a huge size or a very long "
+                f"value your code returned, say); it was stopped from outside. Does your code return "
+                f"what the exercise asks for, at the sizes it asks for?"
+            )
+        else:
+            message = f"not run: the notebook's time limit ({timeout:g} s) was reached ({doing})."
+        tests.append(TestResult(t.test_id, t.exercise, 0.0, t.points, "timeout", message))
+    print(f"cudalearn grade: {path}: the judge overran the time limit ({doing}): killed", file=sys.stderr)
+    return Result(student, lab.name, path, tests, notes)
