@@ -41,7 +41,8 @@ _PRELOAD = (
 
 
 class Judge:
-    """A forked judge as the grader sees it: its pid, pipes and exit status (what a Popen gave)."""
+    """A forked judge as the grader sees it: its pid, pipes and exit status (what a Popen gives: the grader's
+    `watch` writes its job and reads its lines, then `wait`s for it)."""
 
     def __init__(self, pid: int, stdin, stdout, stderr, status: int) -> None:
         self.pid, self.stdin, self.stdout, self.stderr, self._status = pid, stdin, stdout, stderr, status
@@ -73,20 +74,6 @@ class Judge:
         self.stdout.close()
         self.stderr.close()
         return bytes(out), bytes(err)
-
-    def rest(self, timeout: float = 30.0) -> bytes:
-        """What the judge wrote after a timeout, once it is killed (its output ends with it, or the
-        deadline ends the reading: a process of its own that kept the pipe open is not waited for)."""
-        import time
-
-        data, deadline, fd = bytearray(), time.monotonic() + timeout, self.stdout.fileno()
-        while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            data.extend(chunk)
-        self.returncode = self._read_status(5)
-        return bytes(data)
 
     def wait(self, timeout: float) -> int | None:
         """The judge's exit code (negative: a signal; None: unknown), as Popen.wait; TimeoutExpired past
