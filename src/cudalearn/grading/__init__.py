@@ -34,10 +34,12 @@ The modules, by process:
 - grader: `grader` (the run and `cudalearn grade`), `lab` (the solution
   notebook as a plan), `submissions` (the submitted files, read once),
   `match` (the answer cells in a submission), `limits` (the limits, the
-  student's OS user, what this machine enforces), `results`, `report` (the
-  grade table and feedback files);
+  student's OS user, what this machine enforces), `watch` (each judge held
+  to its deadline from outside), `results`, `report` (the grade table and
+  feedback files, written as each grade arrives);
 - judge: `judge` (the cells and tests), `channel` (its end of the pipe),
-  `remote` (handles on the student's objects), `errors`, `rebuild` (a
+  `remote` (handles on the student's objects), `errors`, `blame` (the other
+  exercise a failing test may fail on account of), `rebuild` (a
   kernel rebuilt from its verified syntax tree, for the tracer), with
   `kernel_check` (the verifier of that tree), `kernel_subset` (the CUDA
   subset it allows) and `kernel_imports` (what an answer cell's imports
@@ -79,6 +81,21 @@ design it cannot change a verdict:
   graded all the same (any failure on one notebook is that student's
   row). Names map to distinct, safe feedback files; identical answers (or
   identical files, or the solution notebook itself) are listed per student;
+- work in the grader, outside every limit: finding the answer cells
+  (`match`) is done once per submission and costs time bounded by the
+  notebook's size: a cell over 100,000 characters is found by its cell id
+  only, at most 2,000,000 characters of code are searched by names and
+  resemblance, and difflib's full comparison runs only for the 32 cells
+  closest to a stub by its linear upper bound (a 900,000-character cell or
+  a 64 MiB notebook costs seconds); the feedback names the cells not
+  searched;
+- the report: each student's row and feedback file are written as soon
+  as their grade is known (the table is rewritten in order at the end), so
+  a failure later loses nothing graded; a folder name with bytes that are
+  not UTF-8 or a message with a lone surrogate is escaped (\\xNN,
+  \\udNNN), and a CSV cell starting with =, +, -, @, TAB or CR gets a quote
+  (`report._cell`, the one rule); the exit code is 1 only for the grader's
+  own failures (a judge that crashed, a file it could not write);
 
 - code in the judge: the judge never runs a line of student code except a
   kernel's syntax tree that `rebuild` verified (`kernel_check`: pure
@@ -86,10 +103,20 @@ design it cannot change a verdict:
   reach it as read-only copies); the tracer instruments that tree itself and
   never re-reads source text a student controls (`inspect`'s scan for a
   `def` line can be steered); the judge's own work for one test stops at the
-  notebook limit and costs only that test; hidden tests that read a
-  student's code get the answer cells the judge holds
-  (`checks.student_sources`), never the source of an object the student
-  returns;
+  notebook limit and costs only that test (its alarm, for Python code);
+  hidden tests that read a student's code get the answer cells the judge
+  holds (`checks.student_sources`), never the source of an object the
+  student returns;
+- deadlines, from outside the process they limit: the judge holds the
+  student's process to each cell's and the notebook's limit and kills its
+  tree when one passes; the grader holds each judge to the notebook's
+  limit (`watch`: from the judge's clock line, plus 10 s), so a judge
+  stuck in one call its alarm cannot stop (a C loop over a size a
+  student's code returned, a regular expression that backtracks) is
+  killed with its whole tree (session, cgroup, compile worker): the tests
+  it had finished keep their points, the test it was running and the rest
+  are timeouts that say so, and its temporary folders and its sandboxes'
+  (one folder per notebook, made by the grader) are removed;
 - monkeypatching the check functions, numpy, `cudalearn` or builtins, in an
   answer cell or inside a function the check calls: the patches land in the
   sandbox, and the checks run in the judge;
@@ -104,6 +131,22 @@ design it cannot change a verdict:
   test that was running gets 0 with a message saying which limit, the
   judge restarts the sandbox, replays the context and the answers that
   did not crash, and grades the remaining tests;
+- one student slowing another: where the kernel has a cpu controller
+  (cgroup v2's, or v1's cpu hierarchy), each notebook's group (its judge,
+  compile worker and every student process) may use at most cores / `-j`
+  cores (at least one: cpu.max, or v1's CFS quota) and has the same
+  weight as the others; student processes run at nice 10, below the
+  judges. A thread the student's code leaves running when any request
+  returns (a cell, a call, a `__repr__`) cannot be ended alone, so its
+  process ends: the request fails saying so, and the next one starts a
+  fresh process (Python threads always; every OS thread under the
+  simulator); processes it leaves are killed after every request. The
+  judge's own work (a compile, a trace, starting and replaying a fresh
+  process) counts against the notebook's limit, never a cell's;
+- a failing test on another exercise's account: when an answer uses a
+  name (directly or through helpers) that the cell of an exercise already
+  found broken defines (its cell raised, a test of it failed), the test's
+  feedback names that exercise and the name (`blame`);
 - limits for the whole process tree: where the grader can make cgroups
   (v2, or v1's memory, pids and freezer: as root on most Linux machines)
   each judge and its sandboxes share a group, and each sandbox has its own
@@ -151,9 +194,22 @@ Limits: what is not defended
   per process (RLIMIT_DATA, which does not count shared mappings) and the
   process count is not limited; without namespaces, processes are ended by
   process group and as orphans re-parented to the judge (a process that
-  escapes both survives), /dev/shm is closed to it, and the files it
-  writes are limited per file, not in total. The grader warns and says so
-  in each student's feedback notes.
+  escapes both survives, and so does one whose judge was killed from
+  outside), /dev/shm is closed to it, and the files it writes are limited
+  per file, not in total. Without a cpu controller, CPU is shared per
+  process: each student process has a CPU-time limit (RLIMIT_CPU) and nice
+  10, but a notebook with many busy processes (up to its process limit,
+  while one of its cells runs) takes more of the machine than its
+  neighbours. The grader warns and says so in each student's feedback
+  notes.
+- On a GPU, where the CUDA driver starts threads of its own, only Python
+  threads are looked for between requests: a thread started in C (through
+  ctypes) without Python survives until the process ends.
+- A judge killed from outside at the notebook's deadline does not run the
+  tests after the one it was running: they are timeouts.
+- Resemblance is the last way to find an answer: with more than 32 cells
+  about as close to a stub, the closest by difflib's upper bound are
+  compared, not every one.
 - The course's own package is importable in the sandbox: a student can call
   the reference kernels in `cudalearn.chapters` instead of writing theirs.
   That is an honesty question, not an isolation one.

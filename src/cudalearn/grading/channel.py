@@ -24,7 +24,14 @@ from typing import Any
 import numpy as np
 
 from cudalearn.grading import wire
-from cudalearn.grading.errors import GraderFailure, ProcessDied, SubmissionError, TimeLimit, rebuilt_exception
+from cudalearn.grading.errors import (
+    GraderFailure,
+    ProcessDied,
+    SubmissionError,
+    ThreadsLeft,
+    TimeLimit,
+    rebuilt_exception,
+)
 from cudalearn.grading.process import Sandbox, _status_text
 from cudalearn.grading.remote import Remote, remote_type, write_back
 
@@ -57,6 +64,7 @@ class Channel:
         if self.sandbox is not None:
             self.sandbox.kill()
             self.restarts += 1
+        started = time.monotonic()
         if self.restarts > self.max_restarts:
             raise ProcessDied(
                 f"the grader gave up after restarting your notebook's process {self.max_restarts} times"
@@ -83,7 +91,9 @@ class Channel:
                 self._start_cell_clock()
                 self._bind(ex, names)
         finally:
-            self.cell_deadline = saved
+            # Starting the process and replaying the cells before is the grader's work, not this cell's time.
+            self.cell_deadline = saved + (time.monotonic() - started)
+            self.judge_since = time.monotonic()
         return box
 
     def _live(self) -> Sandbox:
@@ -137,6 +147,14 @@ class Channel:
             died.status = "memory" if memory else "crashed"
             died.output = tail  # type: ignore[attr-defined]
             raise died from None
+        if "threads_left" in reply:
+            box.kill()  # it ended itself: the next request starts a fresh process
+            raise ThreadsLeft(
+                f"your code left {reply['threads_left']} thread(s) running when it returned; the grader "
+                "cannot end a thread alone, so it ended your notebook's process (the next cell or call "
+                "starts a fresh one). Join every thread you start (thread.join()) before your function or "
+                "cell ends."
+            )
         if "error" in reply:
             err = reply["error"] if isinstance(reply["error"], dict) else {}
             if err.get("type") in ("CudaAPIError", "CudaDriverError"):

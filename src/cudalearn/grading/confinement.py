@@ -5,7 +5,8 @@
   root: `nobody` by default), so file permissions keep it out of root's
   files;
 - resource limits: RLIMIT_DATA (memory), RLIMIT_CPU, RLIMIT_FSIZE,
-  RLIMIT_NOFILE, no core dumps; it dies with the judge (PR_SET_PDEATHSIG);
+  RLIMIT_NOFILE, no core dumps, and a lower priority (nice NICE) than the
+  grader and the judges; it dies with the judge (PR_SET_PDEATHSIG);
 - when it still runs as root (`--user root`), it drops every capability,
   so it cannot raise its limits again or bypass file permissions;
 - Landlock (`landlock`), when the kernel has it. The solutions, the hidden
@@ -25,6 +26,7 @@ from cudalearn.grading.linux import libc
 from cudalearn.grading.namespaces import die_with_parent, namespaces
 
 OPEN_FILES = 1024
+NICE = 10  # student processes yield the CPU to the judges' own work (where no cgroup gives a CPU share)
 
 
 def _drop_bounding_set(lib: ctypes.CDLL) -> None:
@@ -80,6 +82,7 @@ def confine(cfg: dict, workdir: str, fds: tuple[int, int] = ()) -> dict:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_DATA, (mem, mem))
     resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
+    os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), NICE))
     applied = {
         "landlock": 0,
         "capabilities_dropped": False,

@@ -32,6 +32,12 @@ class ProcessDied(GradingInterrupt):
     status = "crashed"
 
 
+class ThreadsLeft(GradingInterrupt):
+    """The student's code left a thread running when a cell or call returned: its process was ended."""
+
+    status = "error"
+
+
 class GraderFailure(BaseException):
     """The grader itself could not work (a student process that cannot start): never blamed on a student."""
 

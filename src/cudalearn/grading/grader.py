@@ -3,8 +3,10 @@
 For each submission the grader (this process, which never runs student
 code) finds the student's answer cells (`match`), then starts a judge
 process with the job; the judge starts the confined student process. The
-grader keeps a wall-clock backstop on the judge, so one submission can
-never stop the others from being graded.
+grader holds the judge to the notebook's deadline from outside (`watch`)
+and gives each notebook a CPU share where the kernel has a cpu controller,
+so one submission can never stop or starve the others. Each student's row
+and feedback file are written as soon as their grade is known (`report`).
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from cudalearn.compile import forkserver, ptx
-from cudalearn.grading import judgeserver, match, process, python_command
+from cudalearn.grading import judgeserver, match, process, python_command, watch
 from cudalearn.grading import lab as lab_mod
 from cudalearn.grading.limits import (
     JUDGE_CGROUP_HEADROOM_MB,
@@ -30,14 +35,16 @@ from cudalearn.grading.limits import (
     containment_notes,
     grader_cgroup,
     judge_memory,
+    notebook_cpus,
     student_user,
 )
-from cudalearn.grading.report import write
-from cudalearn.grading.results import Result, TestResult, all_errors
+from cudalearn.grading.report import Report, printable
+from cudalearn.grading.results import Result, all_errors, from_judge
 from cudalearn.grading.submissions import (
     Submission,
     distinct_students,
     find_submissions,
+    identical,
     load_submission,
     mark_identical,
     one_per_student,
@@ -114,20 +121,26 @@ class Servers:
 
 
 def _run_judge(
-    job: dict, limits: Limits, group: process.Cgroup | None = None, servers: Servers | None = None
+    job: dict,
+    limits: Limits,
+    group: process.Cgroup | None = None,
+    servers: Servers | None = None,
 ) -> dict:
-    """Run one judge process with its own memory limit; a backstop kills it and its sandboxes if it overruns.
+    """Run one judge process with its own memory limit, held to the notebook's deadline from outside.
 
     `group` (a cgroup) holds the judge and every sandbox it starts; it is emptied when the judge ends.
     `servers` fork the judge (else it is started) and its compile worker, which is put in the judge's
-    group and limits and killed when the judge ends.
+    group and limits and killed when the judge ends. The judge's temporary folders (its own, its
+    sandboxes') are made in one folder of this notebook, removed when the judge ends however it ends.
     """
     compiler = servers.compiler if servers is not None else None
     judges = servers.judges if servers is not None else None
-    env = {**os.environ, "MPLBACKEND": "Agg"}
+    scratch = tempfile.mkdtemp(prefix="cudalearn-notebook-")
+    os.chmod(scratch, 0o711)  # the student's user passes through to its own folder, and lists nothing
+    env = {**os.environ, "MPLBACKEND": "Agg", "TMPDIR": scratch}
     env.pop(process.CGROUP_ENV, None)
     env.pop(ptx.WORKER_ENV, None)
-    sock, worker = None, None
+    sock, worker, proc = None, None, None
     if compiler is not None:
         try:
             sock, worker = compiler.worker()
@@ -142,84 +155,104 @@ def _run_judge(
             env[process.CGROUP_ENV] = group.spec
         except OSError:
             judge_group = None
-    try:
-        proc = None
-        if judges is not None:
-            try:
-                proc = judges.judge(env, {ptx.WORKER_ENV: sock.fileno()} if sock is not None else {})
-            except OSError:  # the server is gone: start this judge
-                proc = None
-        if proc is None:
-            proc = subprocess.Popen(
-                python_command(JUDGE_MODULE),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env=env,
-                pass_fds=() if sock is None else (sock.fileno(),),
-            )
-    finally:
-        if sock is not None:
-            sock.close()  # the judge holds its own copy
-    try:
-        for pid in (proc.pid, worker):
-            if pid is None:
-                continue
-            if judge_group is not None:
-                judge_group.add(pid)
-            if hasattr(os, "prlimit"):
-                mem = judge_memory(limits) << 20
-                import resource
 
-                os.prlimit(pid, resource.RLIMIT_DATA, (mem, mem))  # with no cgroup, each process alone
-    except OSError:
-        pass
-    try:
-        out, err = proc.communicate(json.dumps(job).encode(), timeout=limits.timeout + 120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    def kill() -> None:
+        """End the judge's whole tree: its session, its group (sandboxes, compile worker), its worker."""
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
         if group is not None:
             group.kill()
-        out = proc.rest() if isinstance(proc, judgeserver.Judge) else proc.communicate()[0]
-        fatal = f"the judge overran the time limit ({limits.timeout:g} s) by more than 120 s"
-        return {"fatal": fatal, "tests": _finished_tests(out)}
-    finally:
-        if group is not None:
-            group.kill()  # whatever the judge left (a sandbox of a judge that died): nothing stays
         if worker is not None:
             try:
                 os.kill(worker, signal.SIGKILL)  # the judge's compile worker, in no group without cgroups
             except OSError:
                 pass
-    lines = out.splitlines()
+
+    try:
+        try:
+            if judges is not None:
+                try:
+                    proc = judges.judge(env, {ptx.WORKER_ENV: sock.fileno()} if sock is not None else {})
+                except OSError:  # the server is gone: start this judge
+                    proc = None
+            if proc is None:
+                proc = subprocess.Popen(
+                    python_command(JUDGE_MODULE),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    env=env,
+                    pass_fds=() if sock is None else (sock.fileno(),),
+                )
+        finally:
+            if sock is not None:
+                sock.close()  # the judge holds its own copy
+        _confine_judge([proc.pid, worker], limits, judge_group)
+        seen = watch.watch(proc, json.dumps(job).encode(), limits.timeout, kill)
+        if seen.overran is None:
+            returncode = _exit_status(proc, seen.deadline, kill)
+        else:
+            returncode = _exit_status(proc, time.monotonic() + 5, kill)
+    finally:
+        kill()  # whatever the judge left (a sandbox of a judge that died, its worker): nothing stays
+        shutil.rmtree(scratch, ignore_errors=True)
+        for stream in (proc.stdout, proc.stderr) if proc is not None else ():
+            try:
+                stream.close()
+            except OSError:
+                pass
+    if seen.overran is not None:
+        if not seen.started:
+            return {"fatal": f"the judge did not start within {watch.START_S:g} s", "tests": seen.tests}
+        return {"overran": seen.overran, "tests": seen.tests}
+    lines = seen.out.splitlines()
     try:
         result = json.loads(lines[-1])
-        if not isinstance(result, dict) or "test" in result:
+        if not isinstance(result, dict) or "test" in result or "clock" in result or "step" in result:
             raise ValueError("no final result")
         if "fatal" in result:  # the judge's own failure, after the tests it finished
-            result["tests"] = _finished_tests(out)
+            result["tests"] = seen.tests
         return result
     except (ValueError, IndexError):
-        tail = err.decode(errors="replace")[-2000:]
+        tail = seen.err.decode(errors="replace")[-2000:]
         return {
-            "fatal": f"the judge process ended with code {proc.returncode} without a result",
+            "fatal": f"the judge process ended with code {returncode} without a result",
             "traceback": tail,
-            "tests": _finished_tests(out),
+            "tests": seen.tests,
         }
 
 
-def _finished_tests(out: bytes) -> list[dict]:
-    """The tests a judge reported as they finished (its `{"test": ...}` lines) before it ended early."""
-    tests = []
-    for line in out.splitlines():
+def _confine_judge(pids: list[int | None], limits: Limits, group: process.Cgroup | None) -> None:
+    """Put the judge and its compile worker in the judge's group and under its memory limit."""
+    try:
+        for pid in pids:
+            if pid is None:
+                continue
+            if group is not None:
+                group.add(pid)
+            if hasattr(os, "prlimit"):
+                import resource
+
+                mem = judge_memory(limits) << 20
+                os.prlimit(pid, resource.RLIMIT_DATA, (mem, mem))  # with no cgroup, each process alone
+    except OSError:
+        pass
+
+
+def _exit_status(proc, deadline: float, kill) -> int | None:
+    """The judge's exit code (negative: a signal), waited for until `deadline`, then killed and waited."""
+    try:
+        return proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+    except subprocess.TimeoutExpired:
+        kill()
         try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by the judge's end
-        if isinstance(record, dict) and isinstance(record.get("test"), dict):
-            tests.append(record["test"])
-    return tests
+            return proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
 
 
 def grade_one(
@@ -230,39 +263,33 @@ def grade_one(
     notebook: object = None,
     group: process.Cgroup | None = None,
     servers: Servers | None = None,
+    answers: list[match.Answer] | None = None,
 ) -> Result:
-    """Grade one submitted notebook of `lab` (the student's code runs in other processes only)."""
+    """Grade one submitted notebook of `lab` (the student's code runs in other processes only).
+
+    `answers`: the notebook's answers as `match` found them already (found here otherwise).
+    """
     limits = student_user(limits)
     if notebook is None:
         sub = load_submission(student, path, b"")
         if sub.error:
             return all_errors(lab, student, path, f"could not read your notebook: {sub.error}")
         notebook = sub.notebook
-    answers = match.find_answers(lab, notebook)
+    if answers is None:
+        answers = match.find_answers(lab, notebook)
     notes = [a.note for a in answers if a.note]
     raw = _run_judge(job_for(lab, answers, limits), limits, group, servers)
+    if "overran" in raw:
+        return watch.overran(lab, student, path, limits.timeout, raw, notes)
     if "fatal" in raw:
         msg = f"the grader failed on this notebook ({raw['fatal']}); ask your instructor to look at it"
         res = all_errors(lab, student, path, msg, notes=notes, grader_error=raw["fatal"])
         print(f"cudalearn grade: {path}: {raw['fatal']}\n{raw.get('traceback', '')}", file=sys.stderr)
-        finished = {t["id"]: _test_result(t) for t in raw.get("tests", ())}  # kept: they had finished
+        finished = {t["id"]: from_judge(t) for t in raw.get("tests", ())}  # kept: they had finished
         res.tests = [finished.get(t.test_id, t) for t in res.tests]
         return res
-    tests = [_test_result(t) for t in raw["tests"]]
+    tests = [from_judge(t) for t in raw["tests"]]
     return Result(student, lab.name, path, tests, notes + raw["notes"], raw.get("isolation", {}))
-
-
-def _test_result(t: dict) -> TestResult:
-    """A test's result as the judge sent it."""
-    return TestResult(
-        t["id"],
-        t["exercise"],
-        float(t["points"]),
-        float(t["max"]),
-        t["status"],
-        t["message"],
-        t.get("output", ""),
-    )
 
 
 def grade(
@@ -273,40 +300,56 @@ def grade(
     limits: Limits = Limits(),  # noqa: B008 (frozen: one shared default is safe)
     jobs: int = 1,
     root: str | Path = ".",
+    failed: list[str] | None = None,
 ) -> list[Result]:
-    """Grade every submission of LAB; write OUT/LAB.csv and OUT/feedback/LAB/STUDENT.md unless out is None."""
+    """Grade every submission of LAB; write OUT/LAB.csv and OUT/feedback/LAB/STUDENT.md unless out is None.
+
+    Each student's row and feedback are written as soon as their grade is known. `failed` (a list)
+    gets what could not be written.
+    """
     plan = lab_mod.load(resolve_lab(lab, root))
     limits = student_user(limits)
     if limits.user:
         check_user(limits.user)
     solution = plan.path.read_bytes()
     subs = [load_submission(s, p, solution) for s, p in distinct_students(find_submissions(submissions))]
-    picked = one_per_student(plan, subs)
+    picked = one_per_student(plan, subs)  # each notebook's answers found once, here
+    same = identical(plan, [s for s, _ in picked])
     top = grader_cgroup()
-    notes = containment_notes(limits, cgroup=top is not None)
+    cpus = notebook_cpus(jobs) if top is not None and top.cpu_share else None
+    notes = containment_notes(limits, cgroup=top is not None, cpu=cpus is not None)
     seq = itertools.count(1)
+    report = Report(plan, [s.student for s, _ in picked], Path(out)) if out is not None else None
     servers = Servers.start(plan)  # judges and compile workers forked from warm processes
 
     def run(entry: tuple[Submission, list[Path]]) -> Result:
         group = None
         if top is not None:
             try:
-                group = top.child(f"n{next(seq)}")
+                group = top.child(f"n{next(seq)}", cpus=cpus)
             except OSError:
                 group = None
-        return _graded(plan, *entry, limits, group, notes, servers)
+        result = _graded(plan, *entry, limits, group, notes, servers)
+        mark_identical(result, same.get(entry[0].student, []))
+        return result
 
+    results: dict[int, Result] = {}
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            results = list(pool.map(run, picked))
+            futures = {pool.submit(run, entry): i for i, entry in enumerate(picked)}
+            for future in as_completed(futures):
+                results[futures[future]] = result = future.result()
+                if report is not None:
+                    report.add(result)  # written now: nothing graded is lost to a later failure
     finally:
         servers.close()
         if top is not None:
             top.kill()
-    mark_identical(plan, results, {s.student: s for s, _ in picked})
-    if out is not None:
-        write(plan, results, Path(out))
-    return results
+        if report is not None:
+            report.close()
+            if failed is not None:
+                failed += report.failed
+    return [results[i] for i in sorted(results)]
 
 
 def _graded(
@@ -323,11 +366,14 @@ def _graded(
         result = all_errors(plan, sub.student, sub.path, f"could not read your notebook: {sub.error}")
     else:
         try:
-            result = grade_one(plan, sub.student, sub.path, limits, sub.notebook, group, servers)
+            result = grade_one(plan, sub.student, sub.path, limits, sub.notebook, group, servers, sub.answers)
         except Exception as e:  # a grader bug on this notebook: reported on its row
             msg = f"the grader failed on this notebook ({type(e).__name__}: {e}); ask your instructor"
             result = all_errors(plan, sub.student, sub.path, msg, grader_error=str(e))
             print(f"cudalearn grade: {sub.path}: {type(e).__name__}: {e}", file=sys.stderr)
+        finally:
+            if group is not None:
+                group.kill()  # the notebook's group, emptied and removed: nothing of it stays
     if others:
         names = ", ".join(p.name for p in others)
         result.notes.insert(
@@ -369,19 +415,31 @@ def command(args: argparse.Namespace) -> int:
     elif args.user == "root":
         print("warning: --user root: student code runs as root (capabilities dropped)", file=sys.stderr)
     top = grader_cgroup()
+    cpu = top is not None and top.cpu_share  # read before the probe group is removed
     if top is not None:
         top.kill()
-    for note in containment_notes(limits, cgroup=top is not None):
+    for note in containment_notes(limits, cgroup=top is not None, cpu=cpu):
         print(f"warning: {note}", file=sys.stderr)
+    unwritten: list[str] = []
     try:
-        results = grade(path, args.submissions, out=args.out, limits=limits, jobs=args.jobs, root=args.root)
+        results = grade(
+            path,
+            args.submissions,
+            out=args.out,
+            limits=limits,
+            jobs=args.jobs,
+            root=args.root,
+            failed=unwritten,
+        )
     except FileNotFoundError as e:
         print(f"cudalearn grade: {e}", file=sys.stderr)
         return 2
-    width = max([len(r.student) for r in results] + [7])
+    width = max([len(printable(r.student)) for r in results] + [7])
     for r in results:
         statuses = " ".join(f"{t.test_id}={t.status}" for t in r.tests)
-        print(f"{r.student:<{width}}  {r.total:g}/{r.max_total:g}  {statuses}")
+        print(f"{printable(r.student):<{width}}  {r.total:g}/{r.max_total:g}  {statuses}")
+    for what in unwritten:
+        print(f"cudalearn grade: could not write {what}", file=sys.stderr)
     ran = [r for r in results if r.isolation]
     if ran and not any(r.isolation.get("landlock") for r in ran) and not limits.user:
         print(
@@ -390,4 +448,5 @@ def command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(f"wrote {Path(args.out, path.stem + '.csv')} and {Path(args.out, 'feedback', path.stem)}/")
-    return 1 if any(r.grader_error for r in results) else 0
+    # 1 only for real failures: the grader's own (a judge that crashed, a row it could not write)
+    return 1 if unwritten or any(r.grader_error for r in results) else 0

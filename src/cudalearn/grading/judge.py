@@ -3,9 +3,11 @@
 Started by the grader as `python -I -B -m cudalearn.grading.judge`; the job
 (the solution notebook's cells, the student's answer code, the limits)
 arrives on standard input, the result leaves on standard output as JSON
-lines: one `{"test": ...}` per test as it finishes, then the whole result.
-A judge killed midway (its memory limit) so still reports the tests it
-finished.
+lines: `{"clock": seconds}` when its notebook clock starts, `{"step": ...}`
+before each cell or test, one `{"test": ...}` per test as it finishes, then
+the whole result. The grader holds the judge to that clock from outside
+(`watch`), and a judge killed midway (its memory limit, a call its own
+alarm could not stop) so still reports the tests it finished.
 The judge makes itself non-dumpable first, so no process of the same user
 can read its memory (where the hidden tests are) through ptrace or /proc.
 
@@ -35,6 +37,7 @@ import time
 from typing import Any
 
 from cudalearn.grading import wire
+from cudalearn.grading.blame import Blame
 from cudalearn.grading.cells import notebook_namespace
 from cudalearn.grading.channel import Channel
 from cudalearn.grading.errors import GradingInterrupt, JudgeTimeLimit, student_message, where_suffix
@@ -54,7 +57,8 @@ class Judge(Channel):
         self.notes: list[str] = []
         self.rebuilder: Any = None
         self.untraceable: dict[str, str] = {}  # kernel -> why the tracer cannot be given it
-        self.emit: Any = lambda test: None  # sends each test's result as it finishes (main: a JSON line)
+        self.blame = Blame({int(k): v for k, v in job["answers"].items()})  # helpers of broken exercises
+        self.emit: Any = lambda record: None  # tells the grader (main: a JSON line): steps, finished tests
 
     # Cells ------------------------------------------------------------------------
 
@@ -116,6 +120,7 @@ class Judge(Channel):
             self.ns.pop(name, None)
         if code is None:
             self.answers[ex] = {"status": "error", "message": "no answer found"}
+            self.blame.failed(ex, "has no answer in your notebook")
             return
         name = f"exercise {ex}"
         self._start_cell_clock()
@@ -133,6 +138,8 @@ class Judge(Channel):
             self.answers[ex] = {"status": status, "message": msg + where_suffix(e, " ({})")}
             self.notes.append(f"exercise {ex}: your exercise cell raised {self.answers[ex]['message']}")
             self.history.append((name, code))
+        if self.answers[ex]["status"] != "ok":
+            self.blame.failed(ex, f"did not run ({self.answers[ex]['message']})")
         self.bound[ex] = names
         try:
             self._start_cell_clock()
@@ -181,6 +188,8 @@ class Judge(Channel):
             outcome["message"] += "".join(
                 f" (cudalearn grade could not trace `{k}`: {v})" for k, v in self.untraceable.items()
             )
+            outcome["message"] += self.blame.hint(cell["exercise"])
+            self.blame.failed(cell["exercise"], f"failed its own test {cell['test_id']}")
         return {**result, **outcome, "points": cell["points"] if outcome["status"] == "passed" else 0.0}
 
     def _outcome(self, cell: dict) -> dict:
@@ -226,6 +235,14 @@ class Judge(Channel):
                     "message": f"`{name}` is not defined because your exercise {number} cell did not run: "
                     f"{answer.get('message', '')}",
                 }
+        owner = self.blame.owner(name, besides=ex)
+        if owner is not None and self.answers.get(owner, {}).get("status") != "ok":
+            answer = self.answers.get(owner, {"message": "not run"})
+            return {
+                "status": "error",
+                "message": f"`{name}` is not defined: your exercise {owner} cell defines it, and that cell "
+                f"did not run ({answer.get('message', '')}). Fix exercise {owner} first.",
+            }
         return {
             "status": "error",
             "message": f"NameError: {e}" + where_suffix(e, RAISED_IN) + ". Only the code "
@@ -237,6 +254,10 @@ class Judge(Channel):
         names = {int(k): v for k, v in self.job["names"].items()}
         for cell in self.job["cells"]:
             role = cell["role"]
+            if role == "test":
+                self.emit({"step": {"name": f"running {cell['test_id']}", "test": cell["test_id"]}})
+            else:
+                self.emit({"step": {"name": f"running cell {cell['index'] + 1} of the lab"}})
             if role == "answer":
                 if time.monotonic() < self.deadline:
                     self._answer(
@@ -249,7 +270,7 @@ class Judge(Channel):
                     self._context(cell)
             elif role == "test":
                 tests.append(self._test(cell))
-                self.emit(tests[-1])  # kept by the grader even if the judge dies later
+                self.emit({"test": tests[-1]})  # kept by the grader even if the judge dies later
         if self.sandbox is not None:
             self.sandbox.kill()
         return {"tests": tests, "notes": self.notes, "isolation": self.isolation, "restarts": self.restarts}
@@ -276,11 +297,12 @@ def main() -> None:
         ptx.prestart()  # the compile for a real GPU, that every kernel check runs, warms up meanwhile
         judge = Judge(job)
 
-        def emit(test: dict) -> None:
-            out.write(json.dumps({"test": test}) + "\n")
+        def emit(record: dict) -> None:
+            out.write(json.dumps(record) + "\n")
             out.flush()
 
         judge.emit = emit
+        emit({"clock": max(judge.deadline - time.monotonic(), 0.0)})  # the grader's deadline starts now
         result = judge.run()
     except BaseException as e:  # a grader bug or a broken lab, never the student's fault
         import traceback

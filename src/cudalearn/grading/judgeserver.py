@@ -41,7 +41,8 @@ _PRELOAD = (
 
 
 class Judge:
-    """A forked judge as the grader sees it: its pid, pipes and exit status (what a Popen gave)."""
+    """A forked judge as the grader sees it: its pid, pipes and exit status (what a Popen gives: the grader's
+    `watch` writes its job and reads its lines, then `wait`s for it)."""
 
     def __init__(self, pid: int, stdin, stdout, stderr, status: int) -> None:
         self.pid, self.stdin, self.stdout, self.stderr, self._status = pid, stdin, stdout, stderr, status
@@ -74,19 +75,18 @@ class Judge:
         self.stderr.close()
         return bytes(out), bytes(err)
 
-    def rest(self, timeout: float = 30.0) -> bytes:
-        """What the judge wrote after a timeout, once it is killed (its output ends with it, or the
-        deadline ends the reading: a process of its own that kept the pipe open is not waited for)."""
-        import time
-
-        data, deadline, fd = bytearray(), time.monotonic() + timeout, self.stdout.fileno()
-        while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            data.extend(chunk)
-        self.returncode = self._read_status(5)
-        return bytes(data)
+    def wait(self, timeout: float) -> int | None:
+        """The judge's exit code (negative: a signal; None: unknown), as Popen.wait; TimeoutExpired past
+        `timeout`. Its output pipes are closed once it has ended."""
+        if self._status is None:
+            return self.returncode
+        if not select.select([self._status], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired("judge", timeout)
+        self.returncode = self._read_status(0)
+        self._status = None
+        for stream in (self.stdout, self.stderr):
+            stream.close()
+        return self.returncode
 
     def _read_status(self, timeout: float) -> int | None:
         ready = select.select([self._status], [], [], timeout)[0]
@@ -241,6 +241,7 @@ def _child(fds, env, fd_env, control, wake_r, wake_w, status_of) -> None:
     """In the forked judge: its own session and descriptors, the grader's environment, then the judge."""
     import ctypes
     import sys
+    import tempfile
 
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG: it dies with the server
@@ -257,6 +258,7 @@ def _child(fds, env, fd_env, control, wake_r, wake_w, status_of) -> None:
         env[name] = f"{f}:{env[name].split(':', 1)[1]}" if ":" in env[name] else str(f)
     os.environ.clear()
     os.environ.update(env)
+    tempfile.tempdir = None  # the grader's TMPDIR for this notebook, not one the server may have cached
     _fresh_random_state()
     from cudalearn.grading import judge
 

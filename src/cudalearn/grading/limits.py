@@ -76,29 +76,59 @@ def judge_memory(limits: Limits) -> int:
 
 
 def grader_cgroup() -> process.Cgroup | None:
-    """A cgroup for this grading run, where each judge gets its own; None where the kernel refuses."""
+    """A cgroup for this grading run, where each notebook gets its own; None where the kernel refuses.
+
+    With a cpu controller each notebook's group gets a CPU share (`notebook_cpus`); without one, the
+    group limits memory and processes only.
+    """
     base = process.Cgroup.base()
     if base is None:
         return None
-    try:
-        top = base.child(f"cudalearn-grade-{os.getpid()}")
-    except OSError:
-        return None
-    try:
-        top.child("probe", memory_bytes=64 << 20, pids=8).kill()  # limits can really be set below it
-    except OSError:
-        top.kill()
-        return None
-    return top
+    for candidate in (base, base.without_cpu()) if "cpu" in base.dirs else (base,):
+        try:
+            top = candidate.child(f"cudalearn-grade-{os.getpid()}")
+        except OSError:
+            continue
+        try:
+            # limits can really be set below it (a CPU share too, where the kernel has the controller)
+            cpus = 1.0 if top.cpu_share else None
+            top.child("probe", memory_bytes=64 << 20, pids=8, cpus=cpus).kill()
+            return top
+        except OSError:
+            top.kill()
+    return None
 
 
-def containment_notes(limits: Limits, cgroup: bool) -> list[str]:
-    """What this machine cannot enforce, in a student's feedback words (empty when everything holds)."""
+def cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def notebook_cpus(jobs: int) -> float:
+    """Cores of CPU time one notebook (its judge and every student process) may use at -j `jobs`: an equal
+    share of this machine, at least one core."""
+    return max(1.0, cores() / max(1, jobs))
+
+
+def containment_notes(limits: Limits, cgroup: bool, cpu: bool | None = None) -> list[str]:
+    """What this machine cannot enforce, in a student's feedback words (empty when everything holds).
+
+    `cpu`: whether each notebook got a CPU share (None: as `cgroup`).
+    """
     notes = []
     if not cgroup:
         notes.append(
             "this grading machine gave the grader no cgroup: the memory limit held for each of your "
             "notebook's processes, not for all of them together, and shared memory was not counted."
+        )
+    if not (cgroup if cpu is None else cpu):
+        notes.append(
+            "this grading machine gave the grader no CPU controller: your notebook's processes had a "
+            "CPU-time limit each and ran at a lower priority than the grader, but had no fixed share of "
+            "the machine."
         )
     if not probe_namespaces():
         notes.append(

@@ -92,9 +92,10 @@ def _own_paths() -> dict[str, str]:
 
 
 class Cgroup:
-    """A cgroup holding a process tree: its memory (v2, or v1's memory, pids and freezer hierarchies).
+    """A cgroup holding a process tree: its memory, processes and CPU (v2, or v1's hierarchies).
 
-    `dirs` maps a role ('v2', or 'memory', 'pids', 'freezer' for v1) to the group's folder.
+    `dirs` maps a role ('v2', or 'memory', 'pids', 'freezer', 'cpu' for v1) to the group's folder. The CPU
+    controller is optional: where the kernel gives none, `cpu_share` says so and CPU is shared per process.
     """
 
     def __init__(self, dirs: dict[str, str]) -> None:
@@ -142,15 +143,29 @@ class Cgroup:
                 return cls({"v2": point})
         dirs = {}
         for point, kind, opts in mounts:
-            for role in ("memory", "pids", "freezer"):
+            for role in ("memory", "pids", "freezer", "cpu"):
                 if kind == "cgroup" and role in opts and role in own:
                     path = os.path.join(point, own[role].lstrip("/"))
                     if os.access(path, os.W_OK):
                         dirs[role] = path
         return cls(dirs) if {"memory", "pids"} <= set(dirs) else None
 
-    def child(self, name: str, memory_bytes: int | None = None, pids: int | None = None) -> Cgroup:
-        """A new group under this one with these limits; raises OSError if the kernel refuses."""
+    @property
+    def cpu_share(self) -> bool:
+        """Whether this group's CPU time can be limited (v2's cpu controller, or v1's cpu hierarchy)."""
+        if "v2" in self.dirs:
+            return "cpu" in _read(os.path.join(self.dirs["v2"], "cgroup.controllers")).split()
+        return "cpu" in self.dirs
+
+    def without_cpu(self) -> Cgroup:
+        """The same group without its v1 cpu hierarchy (where the kernel refuses CPU limits)."""
+        return Cgroup({role: path for role, path in self.dirs.items() if role != "cpu"})
+
+    def child(
+        self, name: str, memory_bytes: int | None = None, pids: int | None = None, cpus: float | None = None
+    ) -> Cgroup:
+        """A new group under this one with these limits (`cpus`: at most that many cores of CPU time, under
+        contention an equal share with its siblings); raises OSError if the kernel refuses."""
         dirs = {role: os.path.join(path, name) for role, path in self.dirs.items()}
         made = []
         try:
@@ -158,6 +173,13 @@ class Cgroup:
                 os.mkdir(path)
                 made.append(path)
             group = Cgroup(dirs)
+            if "v2" in dirs:
+                try:  # hand the cpu controller down where this group has it: children may then be limited
+                    write_text(os.path.join(self.dirs["v2"], "cgroup.subtree_control"), "+cpu")
+                except OSError:
+                    pass
+            if cpus is not None:
+                _limit_cpu(self, dirs, cpus)
             if "v2" in dirs:
                 write_text(os.path.join(self.dirs["v2"], "cgroup.subtree_control"), "+memory +pids")
                 if memory_bytes is not None:
@@ -239,6 +261,21 @@ class Cgroup:
                 except OSError:
                     pass
         return emptied
+
+
+CPU_PERIOD_US = 100_000
+
+
+def _limit_cpu(parent: Cgroup, dirs: dict[str, str], cpus: float) -> None:
+    """Cap the new group `dirs` at `cpus` cores (cpu.max, or v1's CFS quota); OSError where it cannot."""
+    quota = str(max(1000, int(cpus * CPU_PERIOD_US)))
+    if "v2" in dirs:
+        write_text(os.path.join(dirs["v2"], "cpu.max"), f"{quota} {CPU_PERIOD_US}")
+    elif "cpu" in dirs:
+        write_text(os.path.join(dirs["cpu"], "cpu.cfs_period_us"), str(CPU_PERIOD_US))
+        write_text(os.path.join(dirs["cpu"], "cpu.cfs_quota_us"), quota)
+    else:
+        raise OSError("no cpu controller")
 
 
 def cgroup_for_sandbox(memory_bytes: int) -> Cgroup | None:

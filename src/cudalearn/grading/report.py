@@ -1,18 +1,39 @@
-"""The grade table OUT/LAB.csv and one feedback file per student, names that cannot collide (instructors)."""
+"""The grade table OUT/LAB.csv and one feedback file per student, written as each grade arrives (instructors).
+
+A student's row and feedback file are written the moment their grade is
+known, so a failure later in the run loses nothing already graded; at the
+end the table is rewritten in the students' order. Every text goes through
+`printable` (a folder name with bytes that are not UTF-8, an exception
+message with a lone surrogate) and every CSV cell through `_cell`, so the
+writer cannot fail on what a submission put in a name or a message.
+"""
 
 from __future__ import annotations
 
 import csv
+import os
 import re
+import threading
 from pathlib import Path
 
 from cudalearn.grading import lab as lab_mod
 from cudalearn.grading.results import Result
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as the start of a formula
 
-def _cell(text: str) -> str:
-    """A CSV cell that a spreadsheet will not read as a formula."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+def printable(text: str) -> str:
+    """`text` as UTF-8 holds it: a name's undecodable bytes as \\xNN, other lone surrogates as \\udNNN."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _cell(value: object) -> str:
+    """A CSV cell: printable, and quoted with ' where a spreadsheet would read a formula (the one rule)."""
+    text = printable(str(value))
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def safe_name(name: str) -> str:
@@ -36,27 +57,80 @@ def feedback_names(students: list[str]) -> dict[str, str]:
     return names
 
 
-def write(lab: lab_mod.Lab, results: list[Result], out: Path) -> None:
-    """Write the grade table OUT/LAB.csv and one feedback file per student."""
-    out.mkdir(parents=True, exist_ok=True)
-    files = feedback_names([r.student for r in results])
-    with open(out / f"{lab.name}.csv", "w", newline="") as f:
-        w = csv.writer(f)
+class Report:
+    """OUT/LAB.csv and OUT/feedback/LAB/, written row by row as grades arrive (`add`), in order at `close`.
+
+    `failed` lists what could not be written (a full disk): the run's exit code says so.
+    """
+
+    def __init__(self, lab: lab_mod.Lab, students: list[str], out: Path) -> None:
+        self.lab, self.order = lab, list(dict.fromkeys(students))
+        self.files = feedback_names(self.order)
+        self.csv = out / f"{lab.name}.csv"
+        self.feedback_dir = out / "feedback" / lab.name
+        self.feedback_dir.mkdir(parents=True, exist_ok=True)
+        self.rows: dict[str, list[str]] = {}
+        self.failed: list[str] = []
+        self._lock = threading.Lock()
+        self._file = open(self.csv, "w", newline="", encoding="utf-8")
+        self._writer = csv.writer(self._file)
+        self._writer.writerow(self._head())
+        self._file.flush()
+
+    def _head(self) -> list[str]:
         head = ["student", "lab"]
-        for t in lab.tests:
+        for t in self.lab.tests:
             head += [f"{t.test_id} points", f"{t.test_id} status"]
-        w.writerow(head + ["total", "max", "notebook", "identical to", "feedback"])
-        for r in results:
-            row = [_cell(r.student), r.lab]
-            for t in r.tests:
-                row += [f"{t.points:g}", t.status]
-            same = _cell(" ".join(r.same_as))
-            row += [f"{r.total:g}", f"{r.max_total:g}", _cell(str(r.path)), same, f"{files[r.student]}.md"]
-            w.writerow(row)
-    fb = out / "feedback" / lab.name
-    fb.mkdir(parents=True, exist_ok=True)
+        return [_cell(h) for h in head + ["total", "max", "notebook", "identical to", "feedback"]]
+
+    def _row(self, r: Result) -> list[str]:
+        row: list[object] = [r.student, r.lab]
+        for t in r.tests:
+            row += [f"{t.points:g}", t.status]
+        if r.student not in self.files:  # a student not announced: a name no other file has
+            taken, n = {v.lower() for v in self.files.values()}, 2
+            while f"{safe_name(r.student)}-{n}".lower() in taken:
+                n += 1
+            self.files[r.student] = f"{safe_name(r.student)}-{n}"
+        same, name = " ".join(r.same_as), f"{self.files[r.student]}.md"
+        row += [f"{r.total:g}", f"{r.max_total:g}", r.path, same, name]
+        return [_cell(v) for v in row]
+
+    def add(self, r: Result) -> None:
+        """Write one student's feedback file and row now (flushed): nothing graded is lost later."""
+        with self._lock:
+            row = self._row(r)
+            self.rows[r.student] = row
+            try:
+                (self.feedback_dir / f"{self.files[r.student]}.md").write_text(feedback(r), encoding="utf-8")
+                self._writer.writerow(row)
+                self._file.flush()
+            except OSError as e:
+                self.failed.append(f"{printable(r.student)}: {e}")
+
+    def close(self) -> None:
+        """Rewrite the table in the students' order (the rows so far stay if this fails)."""
+        with self._lock:
+            self._file.close()
+            order = [s for s in self.order if s in self.rows] + [s for s in self.rows if s not in self.order]
+            part = self.csv.with_name(self.csv.name + ".part")
+            try:
+                with open(part, "w", newline="", encoding="utf-8") as f:
+                    w = csv.writer(f)
+                    w.writerow(self._head())
+                    w.writerows(self.rows[s] for s in order)
+                os.replace(part, self.csv)
+            except OSError as e:
+                self.failed.append(f"{self.csv}: {e}")
+
+
+def write(lab: lab_mod.Lab, results: list[Result], out: Path) -> list[str]:
+    """Write the grade table OUT/LAB.csv and one feedback file per student; what could not be written."""
+    report = Report(lab, [r.student for r in results], out)
     for r in results:
-        (fb / f"{files[r.student]}.md").write_text(feedback(r))
+        report.add(r)
+    report.close()
+    return report.failed
 
 
 def feedback(r: Result) -> str:
@@ -79,4 +153,4 @@ def feedback(r: Result) -> str:
         lines.append("")
     if r.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in r.notes] + [""]
-    return "\n".join(lines)
+    return printable("\n".join(lines))

@@ -45,6 +45,19 @@ class Result:
         return sum(t.max_points for t in self.tests)
 
 
+def from_judge(t: dict) -> TestResult:
+    """A test's result as the judge sent it (a `{"test": ...}` line or its final result)."""
+    return TestResult(
+        t["id"],
+        t["exercise"],
+        float(t["points"]),
+        float(t["max"]),
+        t["status"],
+        t["message"],
+        t.get("output", ""),
+    )
+
+
 def all_errors(lab: lab_mod.Lab, student: str, path: Path, message: str, **fields) -> Result:
     """A row where every test of `lab` is an error with `message` (an unreadable notebook, a grader bug)."""
     tests = [TestResult(t.test_id, t.exercise, 0.0, t.points, "error", message) for t in lab.tests]

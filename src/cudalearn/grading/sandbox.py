@@ -11,7 +11,11 @@ is data (see `wire`) or a numbered handle on an object that stays here.
 Processes that a cell or a call of the student's code leaves running are
 ended when it returns (`end_leftovers`): a fork storm's sleepers would
 otherwise hold the cgroup's process count, and the next cell could not
-start a thread.
+start a thread. A thread it leaves running cannot be ended alone, so the
+process ends instead (`stray_threads`): the reply says so, the judge
+fails that cell or call and starts a fresh process for the next one. Any
+request can run the student's code (a property, a `__repr__`), so both
+sweeps follow every request.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 
 from cudalearn.grading import process, wire
 from cudalearn.grading.confinement import confine
-from cudalearn.grading.server import STUDENT_OPS, Server, describe
+from cudalearn.grading.server import Server, describe
 
 MESSAGE_LIMIT = 256 << 20  # bytes in one request from the judge (a check's input arrays)
 THREAD_STACK = 512 << 10  # bytes of stack per thread
@@ -53,6 +58,30 @@ def end_leftovers(in_namespace: bool, rounds: int = 50) -> int:
     return len(ended)
 
 
+def _threads(python_only: bool) -> set:
+    """This process's threads: its OS threads (Linux) and its Python threads (`threading` or `_thread`)."""
+    found = {("py", ident) for ident in sys._current_frames()}
+    if not python_only:
+        try:
+            found |= {("os", tid) for tid in os.listdir("/proc/self/task")}
+        except OSError:
+            pass
+    return found
+
+
+def stray_threads(before: set, python_only: bool, wait: float = 1.0) -> int:
+    """How many threads the request started that are still running (after `wait` s for them to end).
+
+    `python_only` on a GPU, where the CUDA driver and its libraries start threads of their own in C.
+    """
+    end = time.monotonic() + wait
+    while True:
+        left = _threads(python_only) - before
+        if not left or time.monotonic() > end:
+            return len({ident for kind, ident in left if kind == "py"} or left)
+        time.sleep(0.01)
+
+
 def _reap() -> None:
     """Collect this process's ended children, so they no longer count in the cgroup's process limit."""
     while True:
@@ -75,7 +104,7 @@ def main(argv: list[str]) -> None:
     threading.stack_size(THREAD_STACK)
     from cudalearn.runtime import device
 
-    device.setup(quiet=True)
+    python_only = device.setup(quiet=True).mode == "gpu"
     server = Server()
     wire.send(fd_out, {"hello": True, "pid": os.getpid(), **applied})
     while True:
@@ -84,14 +113,19 @@ def main(argv: list[str]) -> None:
         except wire.ChannelClosed:
             os._exit(0)
         seq = req.get("seq")
+        before = _threads(python_only)
         try:
             reply, buffers = server.handle(req, payload, spans)
         except BaseException as e:  # the student's error (or SystemExit): reported, never fatal here
             reply, buffers = {"error": describe(e)}, []
-        if req.get("op") in STUDENT_OPS:
-            end_leftovers(bool(applied.get("namespaces")))
+        stray = stray_threads(before, python_only)
+        end_leftovers(bool(applied.get("namespaces")))
+        if stray:
+            reply, buffers = {"threads_left": stray}, []
         reply["seq"] = seq
         wire.send(fd_out, reply, buffers)
+        if stray:
+            os._exit(4)  # a thread cannot be ended alone: the process ends, and the judge starts a fresh one
         if "error" in reply and reply["error"]["type"] in ("CudaAPIError", "CudaDriverError"):
             os._exit(3)  # the CUDA context is lost (an illegal address...): the judge starts a new process
 

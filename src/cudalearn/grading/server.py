@@ -23,8 +23,6 @@ from cudalearn.grading import wire
 from cudalearn.grading.cells import notebook_namespace
 from cudalearn.runtime import counting
 
-STUDENT_OPS = ("exec", "call", "experiment")  # the requests that run the student's code
-
 
 def _safe_str(e: BaseException) -> str:
     try:

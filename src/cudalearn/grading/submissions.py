@@ -109,6 +109,7 @@ class Submission:
     digest: str = ""
     mtime: float = 0.0
     is_solution: bool = False
+    answers: list | None = None  # match.find_answers's, found once per submission (`answers_of`)
 
 
 def load_submission(student: str, path: Path, solution: bytes) -> Submission:
@@ -141,11 +142,18 @@ def _edited(plan: lab_mod.Lab, answers: list[match.Answer]) -> list[match.Answer
     return [a for a in answers if a.code is not None and match._norm(a.code) != stubs[a.exercise]]
 
 
+def answers_of(plan: lab_mod.Lab, sub: Submission) -> list[match.Answer]:
+    """The submission's answers, found once (`match` is bounded by the notebook's size, not by a limit)."""
+    if sub.answers is None:
+        sub.answers = match.find_answers(plan, sub.notebook)
+    return sub.answers
+
+
 def _answered(plan: lab_mod.Lab, sub: Submission) -> int:
     """How many exercises a notebook answers (found and edited): picks a student's notebook."""
     if sub.error:
         return -1
-    return len(_edited(plan, match.find_answers(plan, sub.notebook)))
+    return len(_edited(plan, answers_of(plan, sub)))
 
 
 def one_per_student(plan: lab_mod.Lab, subs: list[Submission]) -> list[tuple[Submission, list[Path]]]:
@@ -160,35 +168,35 @@ def one_per_student(plan: lab_mod.Lab, subs: list[Submission]) -> list[tuple[Sub
     return picked
 
 
-def mark_identical(plan: lab_mod.Lab, results: list[Result], subs: dict[str, Submission]) -> None:
-    """Flag students whose graded answers are the same code (or whose files are the same bytes)."""
+def identical(plan: lab_mod.Lab, subs: list[Submission]) -> dict[str, list[str]]:
+    """For each student, the students whose graded answers are the same code (or whose files are the same
+    bytes), and SOLUTION_MARK first for a copy of the solution notebook: known before any grading."""
     keys: dict[str, list[str]] = {}
-    for r in results:
-        sub = subs.get(r.student)
-        if sub is None or sub.error:
+    for sub in subs:
+        if sub.error:
             continue
-        answers = match.find_answers(plan, sub.notebook)
+        answers = answers_of(plan, sub)
         code = [match._norm(a.code or "") for a in answers]
         if _edited(plan, answers):
-            keys.setdefault("answers:" + hashlib.sha256("\0".join(code).encode()).hexdigest(), []).append(
-                r.student
-            )
-        keys.setdefault("file:" + sub.digest, []).append(r.student)
-    by_student = {r.student: r for r in results}
+            digest = hashlib.sha256("\0".join(code).encode("utf-8", "surrogatepass")).hexdigest()
+            keys.setdefault("answers:" + digest, []).append(sub.student)
+        keys.setdefault("file:" + sub.digest, []).append(sub.student)
+    same: dict[str, set[str]] = {sub.student: set() for sub in subs}
     for group in keys.values():
-        if len(group) > 1:
-            for name in group:
-                r = by_student[name]
-                r.same_as = sorted(set(r.same_as) | (set(group) - {name}))
-    for r in results:
-        sub = subs.get(r.student)
-        if sub is not None and sub.is_solution:
-            r.same_as = [SOLUTION_MARK, *r.same_as]
-            r.notes.append("this file is the course's solution notebook itself, hidden tests included.")
-    for r in results:
-        others = [name for name in r.same_as if name != SOLUTION_MARK]
-        if others:
-            r.notes.append(
-                f"your answers are identical to those of {len(others)} other submission(s); your "
-                f"instructor sees which."
-            )
+        for name in group if len(group) > 1 else ():
+            same[name] |= set(group) - {name}
+    marks = {s.student: [SOLUTION_MARK] if s.is_solution and not s.error else [] for s in subs}
+    return {name: marks[name] + sorted(others) for name, others in same.items()}
+
+
+def mark_identical(result: Result, same_as: list[str]) -> None:
+    """Put `identical`'s list on a student's row, and say it in their notes."""
+    result.same_as = list(same_as)
+    if SOLUTION_MARK in same_as:
+        result.notes.append("this file is the course's solution notebook itself, hidden tests included.")
+    others = [name for name in same_as if name != SOLUTION_MARK]
+    if others:
+        result.notes.append(
+            f"your answers are identical to those of {len(others)} other submission(s); your "
+            f"instructor sees which."
+        )
