@@ -21,11 +21,11 @@ from cudalearn.trace.model import (
     MAX_FINDINGS,
     MAX_THREADS,
     WARP_SIZE,
-    Dim3,
     TraceEndless,
     TraceError,
     TraceOutOfBounds,
     dim3,
+    int32_dim3,
 )
 from cudalearn.trace.recorder import Recorder
 from cudalearn.trace.report import BarrierError, TraceReport
@@ -43,7 +43,10 @@ def _python_function(obj):
         fn = getattr(obj, attr, None)
         if isinstance(fn, types.FunctionType):
             return fn
-    raise TraceError(f"expected a @cuda.jit kernel or a Python function, got {type(obj).__name__}")
+    raise TraceError(
+        f"found no Python function to trace in this {type(obj).__name__} (expected a @cuda.jit kernel or a"
+        f" Python function)"
+    )
 
 
 def _is_cuda_function(obj):
@@ -339,9 +342,9 @@ def _run_block(rec, fake, run, args, block):
     """
     bx, by, bz = rec.blockdim
     threads = [(x, y, z) for z in range(bz) for y in range(by) for x in range(bx)]
-    dims = [Dim3(*t) for t in threads]
+    dims = [int32_dim3(t) for t in threads]
     n = len(threads)
-    fake.blockIdx = Dim3(*block)
+    fake.blockIdx = int32_dim3(block)
     rec.begin_block(block)
     counts = [{} for _ in threads]
     gens = [run(*args) for _ in threads]
