@@ -117,12 +117,13 @@ design it cannot change a verdict:
   GPU): NumPy's scalar promotion (int32 * int32 stays int32; float32 times
   a Python float stays float32, which the float32-only compile check
   refuses anyway), Python ints that never wrap at 64 bits, `max`/`min` of
-  a NaN (a GPU's fmaxf drops it), `int()` of a NaN or huge float (Python
-  raises), `a * b + c` that the GPU's compiler fuses into one fma, `math.*`
-  from the CPU's libm against libdevice's last bit, an uninitialized local
-  array (garbage on a GPU). Under the simulator none of these can show the
-  race check another path than the one that ran; graded on a GPU, a kernel
-  built to branch on one can;
+  a NaN (a GPU's fmaxf drops it), `int()` of a NaN (Python raises) or past
+  int64 (a GPU saturates), `a * b + c` that the GPU's compiler fuses into
+  one fma, `math.*` of a float32 in float64 and from the CPU's libm (Numba:
+  float32, libdevice), an uninitialized local array (garbage on a GPU).
+  Under the simulator none of these can show the race check another path
+  than the one that ran; graded on a GPU, a kernel built to branch on one
+  can;
 - endless loops, crashes (`os._exit`, `kill -9` on itself, a segfault),
   huge allocations: a per-cell and a per-notebook wall-clock limit, a
   CPU-time limit, RLIMIT_DATA for memory and RLIMIT_FSIZE for files; the
