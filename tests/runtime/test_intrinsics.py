@@ -75,6 +75,15 @@ def atomic_sequence(vals, acc, old):
         old[k, 4] = cuda.atomic.add(acc, 4, vals[k])
 
 
+@cuda.jit
+def min_max(a, b, out):
+    t = cuda.threadIdx.x
+    out[t, 0] = max(a[t], b[t])  # two float32: fmaxf, a NaN dropped
+    out[t, 1] = min(a[t], b[t])
+    out[t, 2] = max(a[t], b[t], a[t])  # three: numba's generic builtin, Python's rule
+    out[t, 3] = max(t, 2)  # ints: Python's
+
+
 @pytest.fixture(scope="module", autouse=True)
 def simulator_as_cudalearn_runs_it():
     assert simintrinsics.apply()
@@ -146,6 +155,19 @@ def test_atomics_return_the_old_value_and_treat_nan_as_a_gpu_does():
     for got in (sim, traced):
         np.testing.assert_array_equal(got[2], old)
         np.testing.assert_array_equal(got[1], final)
+
+
+def test_max_and_min_of_two_floats_drop_a_nan_as_fmaxf_does():
+    nan = np.nan
+    a = np.array([nan, 1, nan, 2], np.float32)
+    b = np.array([1, nan, nan, -3], np.float32)
+    expected = np.array(
+        [[1, 1, nan, 2], [1, 1, 1, 2], [nan, nan, nan, 2], [2, -3, 2, 3]], np.float32
+    )  # max(nan, 1, nan): Python's rule keeps the first nan, then 1 > nan is False
+    sim, traced = _both(min_max, 1, 4, a, b, np.zeros((4, 4), np.float32))
+    np.testing.assert_array_equal(sim[2], expected)
+    np.testing.assert_array_equal(traced[2], expected)
+    assert "max" not in globals() and "min" not in globals()  # given to the kernel for its launch only
 
 
 def test_int32_arithmetic_is_plain_int():

@@ -16,6 +16,8 @@ PTX ISA semantics), checked against `compile_ptx` in tests/runtime/test_intrinsi
   0 when none, a uint32;
 - `fma(a, b, c)`: one rounding (float32 when all three are float32, else float64), not a*b+c's two;
 - `cbrt(x)`: the real cube root (cbrt(-8.0) = -2.0; the simulator's `x ** (1/3)` is complex there);
+- the builtins `max(a, b)` and `min(a, b)` of two floats: fmaxf/fminf, which drop a NaN (Python's
+  `max(nan, 1.0)` is nan); other arguments follow Python's rule, as Numba's generic builtin does;
 - atomics return the old value; float max/min leave the element unchanged when either value is NaN,
   nanmax/nanmin replace a NaN element and ignore a NaN value (numba's CAS loops); inc/dec wrap as
   PTX atom.inc/atom.dec.
@@ -155,6 +157,34 @@ def cast(v: Any, dtype: np.dtype) -> Any:
     """v converted to an array's dtype, as Numba converts an atomic's value (ints wrap, floats round)."""
     with np.errstate(all="ignore"):
         return np.asarray(v).astype(dtype)[()]
+
+
+def _fminmax(pick_max: bool, args: tuple) -> Any:
+    """Numba's `max`/`min` on a GPU: of exactly two floats, libdevice's fmaxf/fmax (fminf/fmin), which drop
+    a NaN (the other value; NaN only when both are), float32 when both are; otherwise Python's rule
+    (numba's generic builtin reproduces it: max(nan, 1.0) is nan, max(1.0, nan) is 1.0)."""
+    builtin = max if pick_max else min
+    if len(args) != 2 or not all(isinstance(x, (float, np.floating)) for x in args):
+        return builtin(*args)
+    a, b = args
+    kind = np.float32 if isinstance(a, np.float32) and isinstance(b, np.float32) else np.float64
+    if a != a or b != b:  # NaN
+        return kind(b if a != a else a)
+    return kind(builtin(a, b))
+
+
+def gpu_max(*args: Any) -> Any:
+    """`max` in a kernel as a GPU computes it (`_fminmax`)."""
+    return _fminmax(True, args)
+
+
+def gpu_min(*args: Any) -> Any:
+    """`min` in a kernel as a GPU computes it (`_fminmax`)."""
+    return _fminmax(False, args)
+
+
+#: builtins whose value in a kernel differs from Python's: the tracer and the simulator give kernels these
+KERNEL_BUILTINS = {"max": gpu_max, "min": gpu_min}
 
 
 # The update each atomic applies to the old value (the old value is what it returns) ----------------

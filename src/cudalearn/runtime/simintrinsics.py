@@ -7,12 +7,15 @@ fills `cuda.local.array` with whatever `np.empty` holds; its `threadIdx` and sib
 where Numba types them int32. A kernel could branch on such a value and run one path in the simulator
 and another in the tracer (`cudalearn.trace`), whose race check would then pass a racy kernel.
 `apply()` gives the simulator `runtime.intrinsics`' functions (the tracer's too), int32 thread
-coordinates, one lock for all its atomics with the GPU's update rules, and local arrays filled as
-the tracer fills them (NaN for floats, 0 otherwise). Called by `simfix.apply()`.
+coordinates, one lock for all its atomics with the GPU's update rules, local arrays filled as the
+tracer fills them (NaN for floats, 0 otherwise), and a kernel's `max` and `min` of two floats as a GPU
+computes them (fmaxf drops a NaN), put in its globals for the launch. Called by `simfix.apply()`.
 """
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import threading
 
 from cudalearn.runtime import intrinsics
@@ -38,6 +41,42 @@ def _atomic(name):
 
     op.__name__ = name
     return op
+
+
+def _with_kernel_builtins(swapped):
+    """The simulator's `swapped_cuda_module`, also giving the kernel's globals a GPU's `max` and `min`
+    (`intrinsics.KERNEL_BUILTINS`) for the launch, where they are Python's builtins; counted per globals
+    dict, as the simulator counts its swaps (a launch's threads and device calls nest)."""
+
+    @contextlib.contextmanager
+    def swapped_with_builtins(fn, fake_cuda_module):
+        g = fn.__globals__
+        with _LOCK:
+            entry = _INJECTED.get(id(g))
+            if entry is None:
+                gpu = intrinsics.KERNEL_BUILTINS
+                names = [n for n in gpu if g.get(n, getattr(builtins, n)) is getattr(builtins, n)]
+                entry = _INJECTED[id(g)] = [0, {n: g[n] for n in names if n in g}, names]
+                g.update({n: gpu[n] for n in names})
+            entry[0] += 1
+        try:
+            with swapped(fn, fake_cuda_module):
+                yield
+        finally:
+            with _LOCK:
+                entry[0] -= 1
+                if not entry[0]:
+                    _, saved, names = _INJECTED.pop(id(g))
+                    for n in names:
+                        if n in saved:
+                            g[n] = saved[n]
+                        else:
+                            g.pop(n, None)
+
+    return swapped_with_builtins
+
+
+_INJECTED: dict = {}  # id(a kernel's globals) -> [launches and calls inside, what it held, names given]
 
 
 def apply() -> bool:
@@ -73,6 +112,7 @@ def apply() -> bool:
         return intrinsics.fresh(shape, dtype)
 
     module.__init__, thread.__init__ = init_module, init_thread
+    kernel.swapped_cuda_module = _with_kernel_builtins(kernel.swapped_cuda_module)
     kernelapi.FakeCUDALocal.array = local_array
     _APPLIED = True
     return True

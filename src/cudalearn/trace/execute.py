@@ -5,6 +5,7 @@ The kernel sees `fake_cuda.FakeCuda` as its `cuda`; its arrays are `arrays.Trace
 """
 
 import ast
+import builtins
 import gc
 import inspect
 import linecache
@@ -13,7 +14,7 @@ import types
 import numpy as np
 
 from cudalearn.compile import source
-from cudalearn.runtime import numba_backend
+from cudalearn.runtime import intrinsics, numba_backend
 from cudalearn.trace import warp
 from cudalearn.trace.fake_cuda import FakeCuda
 from cudalearn.trace.model import (
@@ -227,6 +228,9 @@ def _instrument(fn, fake, memo, kernel):
         return _instrument(_python_function(v), fake, memo, False) if _is_cuda_function(v) else v
 
     env = dict(fn.__globals__)
+    for name, gpu in intrinsics.KERNEL_BUILTINS.items():  # max/min of floats: a GPU's, as the simulator's
+        if env.get(name, getattr(builtins, name)) is getattr(builtins, name):
+            env[name] = gpu
     if cells:  # rebuild the closure: def factory(free vars): def fn ...; return fn
         factory = ast.parse(f"def _cudalearn_factory({', '.join(cells)}):\n    pass").body[0]
         factory.body = [fdef, ast.Return(ast.Name(fdef.name, ast.Load()))]
