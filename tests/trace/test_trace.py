@@ -1001,6 +1001,11 @@ def atomic_nanmax(inp, out):
     cuda.atomic.nanmax(out, 0, inp[cuda.threadIdx.x])
 
 
+@cuda.jit
+def atomic_mul(inp, out):
+    cuda.atomic.mul(out, 0, inp[cuda.threadIdx.x])  # no such atomic in numba: the tracer names it
+
+
 def test_an_unmodelled_cuda_call_names_the_call_the_kernel_and_the_line():
     """A warp match, a match in a device function, an atomic the tracer lacks: TraceUnsupported."""
     x = np.ones(32, np.float32)
@@ -1019,8 +1024,11 @@ def test_an_unmodelled_cuda_call_names_the_call_the_kernel_and_the_line():
         TraceUnsupported, match=r"kernel `uses_match_all` \(in its device function `match_all`\)"
     ):
         trace(uses_match_all, 1, 32, x, np.zeros(32, np.float32))
-    with pytest.raises(TraceUnsupported, match=r"`cuda\.atomic\.nanmax` \(an atomic; modelled: add, sub"):
-        trace(atomic_nanmax, 1, 32, x, np.zeros(1, np.float32))
+    with pytest.raises(TraceUnsupported, match=r"`cuda\.atomic\.mul` \(an atomic; modelled: add, sub"):
+        trace(atomic_mul, 1, 32, x, np.zeros(1, np.float32))
+    ramp = np.arange(32, dtype=np.float32)
+    ramp[5] = np.nan  # nanmax ignores a NaN value, and replaces the NaN it starts from
+    assert trace(atomic_nanmax, 1, 32, ramp, np.full(1, np.nan, np.float32)).outputs[1][0] == 31
     from cudalearn import checks
 
     with pytest.raises(AssertionError, match="could not run your kernel: cudalearn.trace does not model"):

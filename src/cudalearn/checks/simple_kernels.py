@@ -55,14 +55,27 @@ def _race_message(report: Any, out: str) -> str:
     return report.race_message(hint)
 
 
-def _trace_findings(kernel: Any, probe: tuple, out: str) -> str | None:
-    """The tracer's finding on a small launch (grid, block, *args): a race, out of bounds, or None."""
+def _trace_findings(kernel: Any, probe: tuple, out: str, required: bool = False) -> str | None:
+    """The tracer's finding on a small launch (grid, block, *args): a race, out of bounds, or None.
+
+    A kernel the tracer cannot run has no finding, unless `required` (the race check itself): then the
+    check fails saying what the tracer could not run, never passes unchecked.
+    """
     grid, block, *args = probe
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     try:
         report = checks.trace_kernel(kernel, grid, block, *args)
     except AssertionError as e:  # a finding (out of bounds, a barrier skipped), unless it could not trace
-        return None if "could not run your kernel" in str(e) else str(e)
+        if "could not run your kernel" not in str(e):
+            return str(e)
+        if not required:
+            return None
+        raise AssertionError(
+            f"the race check could not run your kernel on the tracer, so it cannot tell that each element "
+            f"of `{out}` is written by one thread; it fails rather than pass unchecked. {e}. Write the "
+            f"kernel with what the tracer runs: element or slice stores, `cuda.*` and `math.*` calls, in "
+            f"a plain `@cuda.jit` `def` at the top of its exercise cell."
+        ) from None
     return _race_message(report, out) if report.race_count else None
 
 
@@ -147,7 +160,7 @@ def _block_of(block: Any, got: Any) -> tuple[int, ...] | None:
 
 def _check_no_race(kernel: Any, probe: tuple, out: str) -> None:
     """Trace the small launch `probe`: every output element must be written by one thread (labs 0 and 2)."""
-    found = _trace_findings(kernel, probe, out)
+    found = _trace_findings(kernel, probe, out, required=True)
     if found:
         raise AssertionError(f"your kernel gives the right result, but {found}")
 

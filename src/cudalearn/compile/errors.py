@@ -327,3 +327,13 @@ def explain(message: str, fn: Any, cc: tuple[int, int] = T4) -> str:
         f"your kernel `{fn.__name__}` runs under the simulator but a real GPU's compiler ({target}) "
         f"rejects it: {cause}{where}.{fix} (Compiler said: {_relevant_line(message)})"
     )
+
+
+def did_you_mean(name: str) -> str:
+    """' (did you mean `cuda.syncthreads`?)': the public name of numba.cuda closest to `name`, or ''."""
+    import difflib
+
+    from numba import cuda
+
+    close = difflib.get_close_matches(name, [n for n in dir(cuda) if not n.startswith("_")], n=1)
+    return f" (did you mean `cuda.{close[0]}`?)" if close else ""

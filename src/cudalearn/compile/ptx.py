@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cudalearn.compile.errors import explain, recursive, uncalled_cuda
+from cudalearn.compile.errors import did_you_mean, explain, recursive, uncalled_cuda
 from cudalearn.compile.source import T4, _jitted_py_func, kernel_function
 
 FIRST_TIMEOUT_S = 180.0  # the first compile starts the worker and loads NVVM
@@ -58,6 +58,7 @@ TIMINGS: list[tuple[str, float]] = []  # (kernel name, seconds) of each compile 
 _WARNED: set[str] = set()
 _LINTED: set[Any] = set()  # kernel functions whose source `uncalled_cuda` read and found clean
 _LOCK = threading.Lock()
+_REQUIRED = False  # `require()`: cudalearn grade's judge, where a compile check that cannot run fails
 
 
 class CompilerUnavailable(RuntimeError):
@@ -164,18 +165,8 @@ def _outcome(e: BaseException) -> tuple[str, str]:
         return "error", str(e)
     missing = re.search(r"module 'numba\.cuda' has no attribute '(\w+)'", str(e))
     if isinstance(e, AttributeError) and missing:  # `cuda.syncthread()`: a typo, which Numba raises raw
-        return "error", f"AttributeError: {e}{_did_you_mean(missing.group(1))}"
+        return "error", f"AttributeError: {e}{did_you_mean(missing.group(1))}"
     return "unavailable", f"{type(e).__name__}: {e}"
-
-
-def _did_you_mean(name: str) -> str:
-    """' (did you mean `cuda.syncthreads`?)': the public name of numba.cuda closest to `name`, or ''."""
-    import difflib
-
-    from numba import cuda
-
-    close = difflib.get_close_matches(name, [n for n in dir(cuda) if not n.startswith("_")], n=1)
-    return f" (did you mean `cuda.{close[0]}`?)" if close else ""
 
 
 def _write(stream: Any, obj: Any) -> None:
@@ -452,19 +443,37 @@ def check_float32(ptx: str, fn: Any, arg_types: Sequence[Any], names: Sequence[s
     )
 
 
+def require() -> None:
+    """Make a compile check that cannot compile (no function, worker timeout or crash) fail (the judge)."""
+    global _REQUIRED
+    _REQUIRED = True
+
+
+def _unchecked(kernel: Any, why: str) -> AssertionError:
+    """The failure of a compile check that could not run under the grader (`require`), saying why."""
+    return AssertionError(
+        f"the grader could not compile `{getattr(kernel, '__name__', 'your kernel')}` for a real GPU, so "
+        f"it cannot check that a T4 accepts it and computes in float32: {why}. The check fails rather "
+        f"than pass unchecked: define the kernel by a plain `@cuda.jit` `def` at the top of its exercise "
+        f"cell; if the compiler failed, ask your instructor to grade again."
+    )
+
+
 def check_kernel(
     kernel: Any, args: Sequence[Any], *, float32_only: bool = True, names: Sequence[str] = ()
 ) -> None:
     """Compile `kernel` for a T4 with the launch's `args`; raise on a compile error or float64 (all labs).
 
-    Called by `checks.run_kernel` before each launch (cached per kernel and argument types). When
-    the real compiler cannot run here, warns once and returns: a student is never failed for that.
+    Called by `checks.run_kernel` before each launch (cached per kernel and argument types). When the
+    real compiler cannot run here, warns once and returns (under the grader, `require`, it raises).
     """
     if os.environ.get("CUDALEARN_PTX_CHECK") == "0":
         return  # turned off for this process (a machine where the compile worker cannot run)
     fn = kernel_function(kernel)
     if fn is None:
-        return  # e.g. the grader could not rebuild the kernel: its launch is still checked
+        if _REQUIRED:  # the grader could not rebuild the kernel (the judge adds why to the message)
+            raise _unchecked(kernel, "its Python function could not be rebuilt from your answer cell")
+        return
     if fn not in _LINTED:  # its source is read once, not before every launch
         uncalled = uncalled_cuda(fn)
         if uncalled:
@@ -473,6 +482,8 @@ def check_kernel(
     try:
         ptx = compile_for_gpu(kernel, args)
     except CompilerUnavailable as e:
+        if _REQUIRED:
+            raise _unchecked(kernel, str(e)) from None
         if "unavailable" not in _WARNED:
             _WARNED.add("unavailable")
             warnings.warn(

@@ -125,6 +125,33 @@ design it cannot change a verdict:
 - forging results: the verdict is the judge's exception or its absence;
   the sandbox's output is never parsed; anything it writes on the channel
   is treated as data or as a protocol error that fails its own test;
+- a kernel that shows the tracer one path and runs another, or that the
+  tracer or the compiler cannot check: the intrinsics a kernel can branch
+  on compute a GPU's values (`runtime.intrinsics`, numba-cuda's typing and
+  lowering: `cuda.popc`, `clz`, `brev`, `ffs`, `fma`, `cbrt`, `selp`, the
+  atomics' old values and NaN rules, `max`/`min` of two floats (fmaxf
+  drops a NaN), int32 `threadIdx`, `blockIdx`, `blockDim`, `gridDim`,
+  `laneid`, `warpsize`) in the tracer and in the simulator of every
+  process (`runtime.simintrinsics`, the sandbox's included), whose local
+  arrays start as the tracer's (NaN, 0); a slice store is traced element
+  by element; a race check the tracer cannot run (a call it does not
+  model, a kernel the judge cannot rebuild: a `def` inside a block, a name
+  bound twice, a decorator it does not know) and a compile check that
+  cannot compile (no rebuilt function, a compile worker that times out or
+  dies, a compiler crash: `compile.ptx.require`) fail their test saying
+  what could not be checked and why, in sim and gpu mode alike. Not
+  matched, where Python's arithmetic differs from Numba's typed code (the
+  tracer and the simulator agree with each other, not with a GPU): NumPy's
+  scalar promotion (int32 * int32 stays int32; float32 times a Python
+  float stays float32, which the float32-only compile check refuses
+  anyway), Python ints that never wrap at 64 bits, which zero `max`/`min`
+  return (unmodelled), `int()` of a NaN (Python raises) or past int64 (a GPU
+  saturates), `a * b + c` that the GPU's compiler fuses into one fma,
+  `math.*` of a float32 in float64 and from the CPU's libm (Numba:
+  float32, libdevice), an uninitialized local array (garbage on a GPU).
+  Under the simulator none of these can show the race check another path
+  than the one that ran; graded on a GPU, a kernel built to branch on one
+  can;
 - endless loops, crashes (`os._exit`, `kill -9` on itself, a segfault),
   huge allocations: a per-cell and a per-notebook wall-clock limit, a
   CPU-time limit, RLIMIT_DATA for memory and RLIMIT_FSIZE for files; the

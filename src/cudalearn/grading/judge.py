@@ -295,6 +295,7 @@ def main() -> None:
         from cudalearn.compile import ptx
 
         ptx.prestart()  # the compile for a real GPU, that every kernel check runs, warms up meanwhile
+        ptx.require()  # a compile check that cannot compile (worker timeout, kernel not rebuilt) fails
         judge = Judge(job)
 
         def emit(record: dict) -> None:

@@ -15,7 +15,8 @@ the discarded one write their tile where nobody reads it: one block's output
 is garbage. `tests/runtime/test_simfix.py` widens that window to show the race
 happens, and shows that `apply()` removes it. `apply()` replaces the method
 with one that does the same lookup under a lock (and finds the caller's
-line without `traceback.extract_stack`, which also makes it faster).
+line without `traceback.extract_stack`, which also makes it faster), and
+installs `simintrinsics` (the simulator given a GPU's intrinsics).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
+
+from cudalearn.runtime import simintrinsics
 
 _LOCK = threading.Lock()
 _APPLIED = False
@@ -55,6 +58,7 @@ def _locked_array(self, shape, dtype, alignment=None):
 def apply() -> bool:
     """Install the locked `cuda.shared.array` in the simulator; True when installed (Chapter 3)."""
     global _APPLIED, ORIGINAL_ARRAY
+    simintrinsics.apply()  # what popc, clz, fma... compute: a GPU's values, as the tracer's
     if _APPLIED:
         return True
     try:

@@ -5,7 +5,10 @@ import sys
 
 import numpy as np
 
+from cudalearn.runtime.intrinsics import Int32
 from cudalearn.trace.model import LOAD, STORE, TraceError
+
+_INTS = frozenset((int, Int32))  # the index types of the fast paths (Int32: threadIdx.x and its siblings)
 
 
 class Allocation:
@@ -48,12 +51,12 @@ class TracedArray:
     def _locate(self, idx, kind, frame):
         """Byte offset of a full integer index (fast paths for 1-D and 2-D), None for views."""
         shape = self._shape
-        if type(idx) is int:
+        if type(idx) in _INTS:
             if len(shape) == 1 and 0 <= idx < shape[0]:
                 return self._off0 + idx * self._strides[0]
         elif type(idx) is tuple and len(idx) == 2 == len(shape):
             i, j = idx
-            if type(i) is int and type(j) is int and 0 <= i < shape[0] and 0 <= j < shape[1]:
+            if type(i) in _INTS and type(j) in _INTS and 0 <= i < shape[0] and 0 <= j < shape[1]:
                 return self._off0 + i * self._strides[0] + j * self._strides[1]
         return self._locate_any(idx, kind, frame)
 
@@ -65,7 +68,7 @@ class TracedArray:
             return None
         off = self._off0
         for i, n, s in zip(idx, self._shape, self._strides, strict=True):
-            if type(i) is not int:
+            if type(i) not in _INTS:
                 if isinstance(i, slice):
                     return None
                 i = _as_index(i, self._name, frame)
@@ -86,18 +89,45 @@ class TracedArray:
         frame = sys._getframe(1)
         off = self._locate(idx, STORE, frame)
         if off is None:
-            raise TraceError(f"line {frame.f_lineno}: assign single elements of {self._name}, not slices")
+            self._store_view(idx, value, frame)
+            return
         self._rec.access(self._alloc, off, STORE, frame, False)
         self._data[idx] = value
 
-    def _view(self, idx, frame):
+    def _store_view(self, idx, value, frame):
+        """`A[a:b] = v`, `A[i] = v` on a 2-D array: every element of the view stored, in C order, as Numba's
+        loop does; an array value's elements are read first (traced ones recorded), as when they overlap."""
+        view = self._view(idx, frame, STORE)
+        shape = view._shape
+        if isinstance(value, TracedArray):
+            if np.broadcast_shapes(value._shape, shape) != shape:
+                raise ValueError(f"line {frame.f_lineno}: cannot store shape {value._shape} into {shape}")
+            lead = len(shape) - len(value._shape)
+            values = []
+            for nd in np.ndindex(*shape):
+                src = tuple(0 if n == 1 else i for i, n in zip(nd[lead:], value._shape, strict=True))
+                values.append(value._load(src, frame))
+        else:
+            values = np.broadcast_to(np.asarray(value), shape).ravel().tolist() if shape else [value]
+        for nd, v in zip(np.ndindex(*shape), values, strict=True):
+            off = view._locate(nd, STORE, frame)
+            self._rec.access(self._alloc, off, STORE, frame, False)
+            view._data[nd] = v
+
+    def _load(self, idx, frame):
+        """One element read at a full index, recorded as the kernel's line `frame` reads it."""
+        off = self._locate(idx, LOAD, frame)
+        self._rec.access(self._alloc, off, LOAD, frame, False)
+        return self._data[idx]
+
+    def _view(self, idx, frame, kind=LOAD):
         """A[i] of a 2-D array, or a slice: a traced view of the same allocation."""
         idx = idx if type(idx) is tuple else (idx,)
         if len(idx) > len(self._shape):
-            raise self._rec.out_of_bounds(self, idx, LOAD, frame)
+            raise self._rec.out_of_bounds(self, idx, kind, frame)
         for i, n in zip(idx, self._shape, strict=False):
             if not isinstance(i, slice) and not 0 <= _as_index(i, self._name, frame) < n:
-                raise self._rec.out_of_bounds(self, idx, LOAD, frame)
+                raise self._rec.out_of_bounds(self, idx, kind, frame)
         view = self._data[idx]
         off0 = view.__array_interface__["data"][0] - self._data.__array_interface__["data"][0]
         name = f"{self._name}[{', '.join(fmt_index(i) for i in idx)}]"

@@ -5,6 +5,7 @@ The kernel sees `fake_cuda.FakeCuda` as its `cuda`; its arrays are `arrays.Trace
 """
 
 import ast
+import builtins
 import gc
 import inspect
 import linecache
@@ -13,7 +14,7 @@ import types
 import numpy as np
 
 from cudalearn.compile import source
-from cudalearn.runtime import numba_backend
+from cudalearn.runtime import intrinsics, numba_backend
 from cudalearn.trace import warp
 from cudalearn.trace.fake_cuda import FakeCuda
 from cudalearn.trace.model import (
@@ -21,11 +22,11 @@ from cudalearn.trace.model import (
     MAX_FINDINGS,
     MAX_THREADS,
     WARP_SIZE,
-    Dim3,
     TraceEndless,
     TraceError,
     TraceOutOfBounds,
     dim3,
+    int32_dim3,
 )
 from cudalearn.trace.recorder import Recorder
 from cudalearn.trace.report import BarrierError, TraceReport
@@ -43,7 +44,10 @@ def _python_function(obj):
         fn = getattr(obj, attr, None)
         if isinstance(fn, types.FunctionType):
             return fn
-    raise TraceError(f"expected a @cuda.jit kernel or a Python function, got {type(obj).__name__}")
+    raise TraceError(
+        f"found no Python function to trace in this {type(obj).__name__} (expected a @cuda.jit kernel or a"
+        f" Python function)"
+    )
 
 
 def _is_cuda_function(obj):
@@ -224,6 +228,9 @@ def _instrument(fn, fake, memo, kernel):
         return _instrument(_python_function(v), fake, memo, False) if _is_cuda_function(v) else v
 
     env = dict(fn.__globals__)
+    for name, gpu in intrinsics.KERNEL_BUILTINS.items():  # max/min of floats: a GPU's, as the simulator's
+        if env.get(name, getattr(builtins, name)) is getattr(builtins, name):
+            env[name] = gpu
     if cells:  # rebuild the closure: def factory(free vars): def fn ...; return fn
         factory = ast.parse(f"def _cudalearn_factory({', '.join(cells)}):\n    pass").body[0]
         factory.body = [fdef, ast.Return(ast.Name(fdef.name, ast.Load()))]
@@ -339,9 +346,9 @@ def _run_block(rec, fake, run, args, block):
     """
     bx, by, bz = rec.blockdim
     threads = [(x, y, z) for z in range(bz) for y in range(by) for x in range(bx)]
-    dims = [Dim3(*t) for t in threads]
+    dims = [int32_dim3(t) for t in threads]
     n = len(threads)
-    fake.blockIdx = Dim3(*block)
+    fake.blockIdx = int32_dim3(block)
     rec.begin_block(block)
     counts = [{} for _ in threads]
     gens = [run(*args) for _ in threads]

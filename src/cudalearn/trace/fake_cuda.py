@@ -12,19 +12,20 @@ import sys
 
 import numpy as np
 
-from cudalearn.runtime import numba_backend
+from cudalearn.runtime import intrinsics, numba_backend
 from cudalearn.trace.arrays import TracedArray
 from cudalearn.trace.model import (
     MAX_STATIC_SHARED,
     SHARED_ALIGN,
     WARP_SIZE,
-    Dim3,
     LocalArray,
     TraceError,
     TraceUnsupported,
+    int32_dim3,
 )
 
-_ATOMICS = "add, sub, max, min, exch, and_, or_, xor, inc, dec and cas"  # the cuda.atomic it models
+# the cuda.atomic functions it models
+_ATOMICS = "add, sub, max, min, nanmax, nanmin, exch, and_, or_, xor, inc, dec, cas and compare_and_swap"
 _WARP = "a warp-level intrinsic: the lanes of a warp exchange values in lockstep"
 _KINDS = {  # what a CUDA function the tracer does not model is, for its message
     **dict.fromkeys(("match_any_sync", "match_all_sync", "vote_sync_intrinsic"), _WARP),
@@ -32,20 +33,6 @@ _KINDS = {  # what a CUDA function the tracer does not model is, for its message
     "fp16": "half-precision intrinsics",
     "libdevice": "libdevice math functions",
 }
-
-
-def _as_dtype(dtype):
-    """numpy dtype of np.float32, 'float32' or numba.float32."""
-    try:
-        return np.dtype(dtype)
-    except TypeError:
-        return np.dtype(getattr(dtype, "name", str(dtype)))
-
-
-def _fresh(shape, dtype):
-    """A new shared or local array: NaN for floats, 0 otherwise, so reads before writes show."""
-    dtype = _as_dtype(dtype)
-    return np.full(shape, np.nan if dtype.kind in "fc" else 0, dtype=dtype)
 
 
 class _Shared:
@@ -63,7 +50,7 @@ class _Shared:
         if arr is None:
             if shape == 0 or shape == (0,):
                 raise TraceError(f"line {site[1]}: dynamic shared memory (shape 0) is not supported")
-            data = _fresh(shape, dtype)
+            data = intrinsics.fresh(shape, dtype)
             base = -(-rec.shared_top // SHARED_ALIGN) * SHARED_ALIGN
             rec.shared_top = base + data.nbytes
             if rec.shared_top > MAX_STATIC_SHARED:
@@ -80,7 +67,7 @@ class _Local:
 
     def array(self, shape, dtype, alignment=None):
         """Per-thread scratch array; not traced (registers or local memory)."""
-        return _fresh(shape, dtype).view(LocalArray)
+        return intrinsics.fresh(shape, dtype).view(LocalArray)
 
 
 class _Const:
@@ -117,33 +104,34 @@ def _unsupported(name, frame, kernel, kind=None):
     )
 
 
-def _atomic_op(update):
-    """A cuda.atomic method from update(old, val) -> new."""
+def _atomic_op(name):
+    """A cuda.atomic method: the GPU's update (`runtime.intrinsics`) of ary[idx] by val; returns the old."""
+    update = intrinsics.ATOMIC_UPDATES[name]
 
     def op(self, ary, idx, val):
         self._rec.report.atomics += 1
+        val = intrinsics.cast(val, ary.dtype)
         return _atomic(ary, idx, lambda old: update(old, val), sys._getframe(1))
 
+    op.__name__ = name
     return op
 
 
 class _Atomic:
     """cuda.atomic: recorded as a load and a store, never a race with another atomic."""
 
-    add = _atomic_op(lambda old, v: old + v)
-    sub = _atomic_op(lambda old, v: old - v)
-    max = _atomic_op(lambda old, v: max(old, v))
-    min = _atomic_op(lambda old, v: min(old, v))
-    exch = _atomic_op(lambda old, v: v)
-    and_ = _atomic_op(lambda old, v: old & v)
-    or_ = _atomic_op(lambda old, v: old | v)
-    xor = _atomic_op(lambda old, v: old ^ v)
-    inc = _atomic_op(lambda old, v: 0 if old >= v else old + 1)
-    dec = _atomic_op(lambda old, v: v if old == 0 or old > v else old - 1)
+    add, sub, and_, or_, xor, exch = map(_atomic_op, ("add", "sub", "and_", "or_", "xor", "exch"))
+    max, min, nanmax, nanmin = map(_atomic_op, ("max", "min", "nanmax", "nanmin"))
+    inc, dec = map(_atomic_op, ("inc", "dec"))
 
     def cas(self, ary, idx, old, val):
         self._rec.report.atomics += 1
         return _atomic(ary, idx, lambda cur: val if cur == old else cur, sys._getframe(1))
+
+    def compare_and_swap(self, ary, old, val):
+        """cuda.atomic.compare_and_swap: cas on the array's first element."""
+        self._rec.report.atomics += 1
+        return _atomic(ary, (0,) * ary.ndim, lambda cur: val if cur == old else cur, sys._getframe(1))
 
     def __init__(self, rec, kernel=""):
         self._rec, self._kernel = rec, kernel
@@ -159,18 +147,18 @@ class _Atomic:
 class FakeCuda:
     """Stands in for the `cuda` module inside a traced kernel and its device functions (Chapter 2)."""
 
-    warpsize = WARP_SIZE
+    warpsize = intrinsics.Int32(WARP_SIZE)  # numba: int32, as laneid and the thread coordinates
 
     def __init__(self, rec, real, kernel=""):
         self._rec, self._real, self._kernel = rec, real, kernel
-        self.gridDim, self.blockDim = Dim3(*rec.griddim), Dim3(*rec.blockdim)
-        self.threadIdx = self.blockIdx = Dim3(0, 0, 0)
+        self.gridDim, self.blockDim = int32_dim3(rec.griddim), int32_dim3(rec.blockdim)
+        self.threadIdx = self.blockIdx = int32_dim3((0, 0, 0))
         self.shared, self.local, self.const = _Shared(rec), _Local(), _Const()
         self.atomic = _Atomic(rec, kernel)
 
     @property
     def laneid(self):
-        return self._rec.lane
+        return intrinsics.Int32(self._rec.lane)
 
     def grid(self, ndim):
         """Absolute thread position: an int for ndim 1, else a tuple."""
@@ -212,30 +200,11 @@ class FakeCuda:
         """The lanes below this one, a uint32 (numba: uint32)."""
         return np.uint32((1 << self._rec.lane) - 1)
 
-    def popc(self, v):
-        """Set bits of an int, over its width (a Python int is an int64 to numba)."""
-        return bin(int(v) & ((1 << _bits(v)) - 1)).count("1")
-
-    def ffs(self, v):
-        """1 + the position of the lowest set bit of the low 32 bits, 0 if none (numba's ffs)."""
-        v = int(v) & 0xFFFFFFFF
-        return (v & -v).bit_length()
-
-    def clz(self, v):
-        """Leading zeros of an int over its width."""
-        width = _bits(v)
-        return width - (int(v) & ((1 << width) - 1)).bit_length()
-
-    def brev(self, v):
-        """The bits of an int reversed over its width."""
-        width = _bits(v)
-        return int(format(int(v) & ((1 << width) - 1), f"0{width}b")[::-1], 2)
-
-    def fma(self, a, b, c):
-        return a * b + c
-
-    def selp(self, cond, a, b):
-        return a if cond else b
+    # what a GPU computes (runtime.intrinsics), as the simulator does under cudalearn (runtime.simintrinsics)
+    popc, clz, brev, ffs = map(
+        staticmethod, (intrinsics.popc, intrinsics.clz, intrinsics.brev, intrinsics.ffs)
+    )
+    fma, cbrt, selp = map(staticmethod, (intrinsics.fma, intrinsics.cbrt, intrinsics.selp))
 
     def __getattr__(self, name):
         """A numba type (`cuda.float32`) from the real module; any other name the tracer does not model."""
@@ -245,11 +214,6 @@ class FakeCuda:
         if _is_numba_type(value):
             return value
         raise _unsupported(name, sys._getframe(1), self._kernel)
-
-
-def _bits(v):
-    """The width in bits of an integer as numba types it."""
-    return np.dtype(type(v)).itemsize * 8 if isinstance(v, np.integer) else 64
 
 
 def _is_numba_type(value):

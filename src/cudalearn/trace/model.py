@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from cudalearn.runtime.intrinsics import Int32
+
 WARP_SIZE = 32
 NUM_BANKS = 32  # shared-memory banks
 BANK_BYTES = 4  # bytes per bank word
@@ -78,6 +80,11 @@ class Dim3:
 
     def __repr__(self):
         return f"({self.x}, {self.y}, {self.z})"
+
+
+def int32_dim3(d):
+    """A Dim3 of (x, y, z) whose values Numba types int32 (threadIdx, blockIdx, blockDim, gridDim)."""
+    return Dim3(*(Int32(v) for v in d))
 
 
 def dim3(d, what, least=1) -> tuple:
