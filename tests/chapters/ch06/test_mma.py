@@ -95,3 +95,23 @@ def test_unavailable_names_the_gpu_and_the_compiler(monkeypatch):
     mlir = numba_backend.Choice(numba_backend.NUMBA_CUDA_MLIR, "gpu", "t")
     monkeypatch.setattr(numba_backend, "choice", lambda: mlir)
     assert "numba-cuda-mlir takes no numba-cuda intrinsics" in mma.unavailable((9, 0))
+
+
+def test_a_half_epilogue_rounds_to_float16_and_the_mlp_matches_its_float32_forward():
+    from cudalearn.chapters.ch05 import model
+    from cudalearn.chapters.ch06 import mlp_tc
+
+    A = RNG.standard_normal((32, 32)).astype(np.float16)
+    B = RNG.standard_normal((32, 32)).astype(np.float16)
+    bias = RNG.standard_normal(32).astype(np.float32)
+    C = np.zeros((32, 16), np.uint32)
+    k = tc_gemm.make_tc_gemm(**tc_gemm.CONFIGS["sim"], relu=True, half=True)
+    trace.run(k, (1, 1), 128, tc_gemm.words(A), tc_gemm.words(B), bias, C)
+    want = np.maximum(A.astype(np.float32) @ B.T.astype(np.float32) + bias, 0).astype(np.float16)
+    np.testing.assert_allclose(C.view(np.float16).astype(np.float32), want, rtol=1e-3, atol=1e-3)
+    params = model.init_params((40, 24, 10))
+    X = RNG.random((20, 40), dtype=np.float32)
+    got = mlp_tc.TensorCoreMLP(params).prepare(X)()[:20, :10].numpy()
+    h = np.maximum(X.astype(np.float16).astype(np.float32) @ params[0][0].astype(np.float16), 0)
+    want = h.astype(np.float16).astype(np.float32) @ params[1][0].astype(np.float16).astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)

@@ -1,10 +1,10 @@
 """Chapter 5's network's forward pass in FP16 on 06d's tensor-core kernel against its FP32 one (Chapter 6).
 
 `TensorCoreMLP(params)` keeps each layer's W.T as float16 (out, in), zero-padded to the tiles of
-`tc_gemm.make_tc_gemm`, and runs each layer as one launch: Y = relu(X @ W + b) with float16 X and W,
-float32 accumulation, bias and ReLU in the epilogue; the float32 result is rounded to float16 (torch's
-`.half()`, timed with the rest) as the next layer's input. `compare()` times its forward pass against
-Chapter 5's fastest float32 network (`TunedMLP`) on the same weights and batch in one run
+`tc_gemm.make_tc_gemm`, and `prepare(X)` makes its forward pass, one launch a layer: Y = relu(X @ W + b)
+with float16 X and W, float32 accumulation, bias and ReLU in the epilogue, which rounds the result to
+float16 for the next layer (`pack_f16x2`); the last layer writes float32 logits. `compare()` times its
+forward pass against Chapter 5's fastest float32 network (`TunedMLP`) on the same weights and batch in one run
 (`bench.tc.mlp`) and reports the largest difference of the logits relative to the largest logit.
 """
 
@@ -37,7 +37,8 @@ class TensorCoreMLP:
         if device.mode() == "gpu" and tuple(cc) < (8, 0):
             self.tiles = tiles = {**tiles, "stages": 1}  # no cp.async on sm_75
         shape = tc_gemm.shape_for(cc if device.mode() == "gpu" else None)
-        self.kernels = [tc_gemm.make_tc_gemm(**tiles, shape=shape, relu=r) for r in (False, True)]
+        self.hidden = tc_gemm.make_tc_gemm(**tiles, shape=shape, relu=True, half=True)  # float16 out
+        self.last = tc_gemm.make_tc_gemm(**tiles, shape=shape)  # the logits, float32
         self.classes = params[-1][0].shape[1]
         self.W, self.b = [], []
         for W, b in params:
@@ -49,37 +50,36 @@ class TensorCoreMLP:
             self.W.append(torch.from_numpy(WT).to(self.dev))
             self.b.append(torch.from_numpy(bp).to(self.dev))
 
-    def input(self, X):
-        """X (m, d) float32 -> the float16 input, zero-padded to the tiles (a torch tensor)."""
-        import torch
-
-        m, d = X.shape
-        out = torch.zeros(_up(m, self.tiles["BM"]), self.W[0].shape[1], dtype=torch.float16, device=self.dev)
-        out[:m, :d] = torch.as_tensor(np.asarray(X)).to(self.dev).half()
-        return out
-
-    def forward(self, X16):
-        """Padded logits (float32) of the float16 input X16 from `input`: one launch a layer."""
+    def prepare(self, X):
+        """The forward pass of X (m, d) float32 as a callable that returns the padded float32 logits:
+        X in float16, padded to the tiles, and every layer's output allocated once; one launch a layer."""
         import torch
 
         from cudalearn.trace import launch
 
-        h = X16
+        m, d = X.shape
+        h = torch.zeros(_up(m, self.tiles["BM"]), self.W[0].shape[1], dtype=torch.float16, device=self.dev)
+        h[:m, :d] = torch.as_tensor(np.asarray(X)).to(self.dev).half()
+        threads, steps = tc_gemm.threads_per_block(self.tiles), []
         for layer, (W, b) in enumerate(zip(self.W, self.b, strict=True)):
             last = layer == len(self.W) - 1
-            out = torch.empty(h.shape[0], W.shape[0], device=self.dev)
-            kernel = self.kernels[0 if last else 1]
+            out = torch.empty(h.shape[0], W.shape[0], device=self.dev, dtype=None if last else torch.float16)
             grid = (W.shape[0] // self.tiles["BN"], h.shape[0] // self.tiles["BM"])
-            threads = tc_gemm.threads_per_block(self.tiles)
-            launch(kernel, grid, threads, as_words(h), as_words(W), as_array(b), as_array(out))
-            h = out if last else out.half()
-        return h
+            y = as_array(out) if last else as_words(out)
+            kernel = self.last if last else self.hidden
+            steps.append((kernel, grid, (as_words(h), as_words(W), as_array(b), y)))
+            h = out
+
+        def forward():
+            for kernel, grid, args in steps:
+                launch(kernel, grid, threads, *args)
+            return h
+
+        return forward
 
 
 def compare() -> str:
     """Time the FP16 tensor-core forward pass against Chapter 5's TunedMLP (FP32) in one run; the text."""
-    import torch
-
     from cudalearn.measure import reference, timing
     from cudalearn.runtime.numba_backend import cuda
 
@@ -90,15 +90,15 @@ def compare() -> str:
     fp32 = ch05_model.TunedMLP(params, batch, 0.1)
     dX = cuda.to_device(X)
     tc = TensorCoreMLP(params, cc)
-    X16 = tc.input(X)
+    tc_forward = tc.prepare(X)
     want = fp32.forward(dX).copy_to_host()
-    got = tc.forward(X16)[:batch, : tc.classes].float().cpu().numpy()
+    got = tc_forward()[:batch, : tc.classes].float().cpu().numpy()
     error = float(np.abs(got - want).max() / np.abs(want).max())
     reference.record(KEY + ".error", {"max_abs_diff_over_max_logit": error})
     flops = sum(2 * batch * W.shape[0] * W.shape[1] for W, _ in params)
     found = {
         "TunedMLP FP32 (Ch. 5)": lambda: fp32.forward(dX),
-        "tensor cores FP16 (06d)": lambda: tc.forward(X16),
+        "tensor cores FP16 (06d)": tc_forward,
     }
     results = timing.measure(
         KEY,
@@ -107,7 +107,6 @@ def compare() -> str:
         flops=flops,
         size={"batch": batch, "sizes": list(tc_sizes(params))},
     )
-    torch.cuda.synchronize() if device.mode() == "gpu" else None
     return f"{results}\nlogits: largest difference {error:.2e} of the largest |logit| (FP16 against FP32)"
 
 

@@ -18,6 +18,7 @@ the transposed matrix's).
 
 The functions a kernel calls are `mma_m16n8k8(a0, a1, b0, c0..c3)`, `mma_m16n8k16(a0..a3, b0, b1,
 c0..c3)` (a tuple of the four float32 of D; the a and b operands are uint32 words holding two float16),
+`pack_f16x2(lo, hi)` (two float32 rounded to float16 in one word: an epilogue's float16 output),
 `ldmatrix_x1(s, off)`, `ldmatrix_x2`, `ldmatrix_x4` and their `_trans` forms (s a C-contiguous uint32
 shared array, off the flat index of this lane's row: a multiple of 4 words, 16 bytes). On a GPU they
 are numba-cuda intrinsics with inline PTX (as `async_copy`'s cp.async); under the simulator they are
@@ -36,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from cudalearn.runtime import numba_backend
-from cudalearn.runtime.numba_backend import SIMULATOR
+from cudalearn.runtime.numba_backend import SIMULATOR, cuda
 from cudalearn.trace import collective
 
 WARP = 32
@@ -183,6 +184,12 @@ def _ldmatrix_lanes(num, trans):
 _ARITY = {"m16n8k8": 7, "m16n8k16": 10}
 
 if SIMULATOR:
+
+    @cuda.jit(device=True)
+    def pack_f16x2(lo, hi):
+        """Two float32 rounded to float16 in one uint32 word, lo in the low half (cvt.rn.f16.f32)."""
+        return np.array([lo, hi], np.float32).astype(np.float16).view(np.uint32)[0]
+
     mma_m16n8k8, mma_m16n8k16 = (collective.Instruction(f"mma_{s}", _ARITY[s]) for s in SHAPES)
     ldmatrix_x1, ldmatrix_x2, ldmatrix_x4 = (collective.Instruction(f"ldmatrix_x{n}", 2) for n in (1, 2, 4))
     ldmatrix_x2_trans, ldmatrix_x4_trans = (collective.Instruction(f"ldmatrix_x{n}_trans", 2) for n in (2, 4))
@@ -195,13 +202,14 @@ elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
         ldmatrix_x4_trans,
         mma_m16n8k8,
         mma_m16n8k16,
+        pack_f16x2,
     )
 else:  # numba-cuda-mlir: `unavailable()` says so, and no kernel is built with these
 
     def _refuse(*args):
         raise RuntimeError(f"mma.sync: {unavailable()}")
 
-    mma_m16n8k8 = mma_m16n8k16 = ldmatrix_x1 = ldmatrix_x2 = ldmatrix_x4 = _refuse
+    mma_m16n8k8 = mma_m16n8k16 = ldmatrix_x1 = ldmatrix_x2 = ldmatrix_x4 = pack_f16x2 = _refuse
     ldmatrix_x2_trans = ldmatrix_x4_trans = _refuse
 
 for _shape, _fn in (("m16n8k8", mma_m16n8k8), ("m16n8k16", mma_m16n8k16)):

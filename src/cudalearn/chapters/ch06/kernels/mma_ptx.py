@@ -114,3 +114,22 @@ def _x4t(typingctx, s, off):
 
 ldmatrix_x1, ldmatrix_x2, ldmatrix_x4 = intrinsic(_x1), intrinsic(_x2), intrinsic(_x4)
 ldmatrix_x2_trans, ldmatrix_x4_trans = intrinsic(_x2t), intrinsic(_x4t)
+
+
+_PACK = "{ .reg .f16 l_, h_; cvt.rn.f16.f32 l_, $1; cvt.rn.f16.f32 h_, $2; mov.b32 $0, {l_, h_}; }"
+
+
+def _pack(typingctx, lo, hi):
+    """(float, float) -> uint32: both rounded to float16, lo in the low half (sm_75 and newer)."""
+    if not (isinstance(lo, types.Float) and isinstance(hi, types.Float)):
+        return None
+    sig = types.uint32(types.float32, types.float32)
+
+    def codegen(context, builder, sig, args):
+        fty = ir.FunctionType(_I32, [_F32, _F32])
+        return builder.call(ir.InlineAsm(fty, _PACK, "=r,f,f"), list(args))
+
+    return sig, codegen
+
+
+pack_f16x2 = intrinsic(_pack)

@@ -162,21 +162,23 @@ def make_fetch(BM, BN, KW, RW, threads, layout, use_async):
 
 def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape):
     """A device function: the warp's fragments of stage `st` by ldmatrix, and its mma.sync into acc."""
-    chunk, mma16 = make_chunk(layout), make_mma16(shape)
-    x4 = mma.ldmatrix_x4
+    mma16, x4 = make_mma16(shape), mma.ldmatrix_x4
+    A_STAGE, B_STAGE, PIECE = BM * RW, BN * RW, 16 * RW  # words of a stage of A, of B, of 16 rows
 
     @cuda.jit(device=True, inline="always")
-    def warp_step(sA, sB, st, a_row, a_hi, b_row, b_hi, af, bf, acc):
-        """acc += the warp's A rows @ B rows.T over one shared tile (KW words of k)."""
+    def warp_step(sA, sB, st, a_off, b_off, af, bf, acc):
+        """acc += the warp's A rows @ B rows.T over stage st of the shared tiles (KW words of k).
+
+        a_off[kk], b_off[kk]: where this lane's ldmatrix row starts in stage 0 for step kk along k
+        (`lane_offsets`); a layout repeats every 8 rows, so other stages and pieces add whole rows.
+        """
         for kk in range(KW // 8):  # 16 float16 of k a step
-            for mi in range(MI):  # lane l gives row l % 16, chunk 2kk + l // 16 of a 16 x 16 piece
-                r = st * BM + a_row + mi * 16
-                af[mi, 0], af[mi, 1], af[mi, 2], af[mi, 3] = x4(sA, r * RW + chunk(r, 2 * kk + a_hi))
+            for mi in range(MI):  # a 16 x 16 piece of A: a0..a3 of the mma
+                r = st * A_STAGE + mi * PIECE + a_off[kk]
+                af[mi, 0], af[mi, 1], af[mi, 2], af[mi, 3] = x4(sA, r)
             for nj in range(NI // 2):  # two 8-column tiles: rows of B (columns of B.T)
-                r = st * BN + b_row + nj * 16
-                bf[2 * nj, 0], bf[2 * nj, 1], bf[2 * nj + 1, 0], bf[2 * nj + 1, 1] = x4(
-                    sB, r * RW + chunk(r, 2 * kk + b_hi)
-                )
+                r = st * B_STAGE + nj * PIECE + b_off[kk]
+                bf[2 * nj, 0], bf[2 * nj, 1], bf[2 * nj + 1, 0], bf[2 * nj + 1, 1] = x4(sB, r)
             for mi in range(MI):
                 for ni in range(NI):
                     acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma16(
@@ -187,9 +189,32 @@ def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape):
     return warp_step
 
 
-def make_tc_gemm(BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape="m16n8k16", relu=False):
+def make_lane_offsets(KW, RW, layout):
+    """A device function filling a_off, b_off: where lane's ldmatrix rows start in stage 0, per k16 step.
+
+    Lane l gives row l % 16 of A's 16 x 16 piece (chunk + 1 for lanes 16-31: k 8-15), and of B's two
+    8-row pieces row l % 8 (+ 8 for lanes 16-31), chunk + 1 for lanes 8-15 and 24-31.
+    """
+    chunk = make_chunk(layout)
+
+    @cuda.jit(device=True, inline="always")
+    def lane_offsets(lane, a_first, b_first, a_off, b_off):
+        """a_first, b_first: the warp's first row of A's and of B's tile in a stage."""
+        a_row, a_hi = a_first + (lane & 15), lane >> 4
+        b_row, b_hi = b_first + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1
+        for kk in range(KW // 8):
+            a_off[kk] = a_row * RW + chunk(a_row, 2 * kk + a_hi)
+            b_off[kk] = b_row * RW + chunk(b_row, 2 * kk + b_hi)
+
+    return lane_offsets
+
+
+def make_tc_gemm(
+    BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape="m16n8k16", relu=False, half=False
+):
     """Kernel (A, B, bias, C): C = A @ B.T + bias (ReLU'd if `relu`), a BM x BN tile a block of
-    32 * WARPS_M * WARPS_N threads, fragments by ldmatrix from `layout` rows, cp.async if stages > 1."""
+    32 * WARPS_M * WARPS_N threads, fragments by ldmatrix from `layout` rows, cp.async if stages > 1.
+    With `half`, C is float16 as uint32 words (m, n / 2), rounded to nearest: a next layer's input."""
     KW, PAD = BK // 2, 4 if layout == "pad" else 0
     RW, TM, TN = KW + PAD, BM // WARPS_M, BN // WARPS_N
     MI, NI, threads = TM // 16, TN // 8, 32 * WARPS_M * WARPS_N
@@ -201,7 +226,8 @@ def make_tc_gemm(BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape
         raise ValueError(f"{stages * (BM + BN) * RW * 4} bytes of shared memory: at most 48 KB (static)")
     fetch = make_fetch(BM, BN, KW, RW, threads, layout, use_async=stages > 1)
     warp_step = make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape)
-    ALIGN, STAGES, RELU = None if SIMULATOR else 16, stages, relu
+    lane_offsets, KSTEPS = make_lane_offsets(KW, RW, layout), KW // 8
+    ALIGN, STAGES, RELU, HALF, pack = None if SIMULATOR else 16, stages, relu, half, mma.pack_f16x2
     A_ROWS, B_ROWS = stages * BM, stages * BN  # the shared rings (shapes: compile-time constants)
     if stages > 1:
         commit, wait = async_copy.commit, async_copy.make_wait(stages - 2)
@@ -226,7 +252,10 @@ def make_tc_gemm(BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape
                     v0, v1 = acc[mi, ni, 2 * h] + bias[c], acc[mi, ni, 2 * h + 1] + bias[c + 1]
                     if RELU:
                         v0, v1 = max(v0, float32(0.0)), max(v1, float32(0.0))
-                    C[r, c], C[r, c + 1] = v0, v1
+                    if HALF:  # the next layer's input: two float16 in one word
+                        C[r, c >> 1] = pack(v0, v1)
+                    else:
+                        C[r, c], C[r, c + 1] = v0, v1
 
     def tc_gemm(A, B, bias, C):
         """C = A @ B.T + bias: A (m, k/2), B (n, k/2) uint32 words of float16, bias (n,), C (m, n) f32."""
@@ -241,14 +270,15 @@ def make_tc_gemm(BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape
             for ni in range(NI):
                 for i in range(4):
                     acc[mi, ni, i] = float32(0.0)
-        a_row, a_hi = wm * TM + (lane & 15), lane >> 4
-        b_row, b_hi = wn * TN + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1
+        a_off = cuda.local.array(KSTEPS, uint32)
+        b_off = cuda.local.array(KSTEPS, uint32)
+        lane_offsets(lane, wm * TM, wn * TN, a_off, b_off)
         tiles = A.shape[1] // KW
         for s in range(tiles):
             cuda.syncthreads()  # everyone has read the last tile
             fetch(A, B, sA, sB, 0, row0, col0, s * KW, t)
             cuda.syncthreads()  # everyone's pieces are in
-            warp_step(sA, sB, 0, a_row, a_hi, b_row, b_hi, af, bf, acc)
+            warp_step(sA, sB, 0, a_off, b_off, af, bf, acc)
         store(C, bias, acc, row0, col0, wm, wn, lane)
 
     def tc_gemm_pipelined(A, B, bias, C):
@@ -264,8 +294,9 @@ def make_tc_gemm(BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape
             for ni in range(NI):
                 for i in range(4):
                     acc[mi, ni, i] = float32(0.0)
-        a_row, a_hi = wm * TM + (lane & 15), lane >> 4
-        b_row, b_hi = wn * TN + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1
+        a_off = cuda.local.array(KSTEPS, uint32)
+        b_off = cuda.local.array(KSTEPS, uint32)
+        lane_offsets(lane, wm * TM, wn * TN, a_off, b_off)
         tiles = A.shape[1] // KW
         for s in range(STAGES - 1):  # the first tiles on their way
             if s < tiles:
@@ -277,7 +308,7 @@ def make_tc_gemm(BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape
             if s + STAGES - 1 < tiles:  # into the stage tile s - 1 used
                 fetch(A, B, sA, sB, (s + STAGES - 1) % STAGES, row0, col0, (s + STAGES - 1) * KW, t)
             commit()
-            warp_step(sA, sB, s % STAGES, a_row, a_hi, b_row, b_hi, af, bf, acc)
+            warp_step(sA, sB, s % STAGES, a_off, b_off, af, bf, acc)
         store(C, bias, acc, row0, col0, wm, wn, lane)
 
     kernel = tc_gemm_pipelined if stages > 1 else tc_gemm
