@@ -30,12 +30,26 @@ _KEEP: list = []  # the registered objects (their ids stay valid)
 _CALLS = itertools.count()  # a request key for each ldmatrix matrix: never an ordinary access's k
 
 
-class Instruction:
-    """The simulator's stand-in for a warp instruction: the tracer runs it; Numba's simulator cannot."""
+def resolve(module, attr):
+    """`module.attr`, imported: how an Instruction is unpickled (in the compile server, the GPU intrinsic)."""
+    import importlib
 
-    def __init__(self, name, arity):
+    return getattr(importlib.import_module(module), attr)
+
+
+class Instruction:
+    """The simulator's stand-in for a warp instruction: the tracer runs it; Numba's simulator cannot.
+
+    It pickles as a reference to `module.<name>`, so that a kernel sent to the real compiler (the
+    labs' compile check) finds there what that module defines on a GPU: the intrinsic.
+    """
+
+    def __init__(self, name, arity, module=None):
         self.__name__ = self.name = name
-        self.arity = arity
+        self.arity, self.module = arity, module
+
+    def __reduce__(self):
+        return (resolve, (self.module, self.name))
 
     def __call__(self, *args):
         raise TraceError(
@@ -126,3 +140,25 @@ def _row(arr, off, lane, name, site, warp):
     if not 0 <= off <= data.size - ROW_WORDS:
         raise TraceError(f"{where}: the row at flat offset {off} runs outside {arr!r} ({data.size} words)")
     return alloc, arr._off0 + 4 * off
+
+
+class recording:  # noqa: N801  (used as `with collective.recording(name) as calls:`)
+    """Within `with recording(name) as calls:`, each warp's call of instruction `name` appends its 32 lanes'
+    arguments to `calls` (in the order the tracer completes them); results are unchanged (lab checks)."""
+
+    def __init__(self, name):
+        self.name, self.calls = name, []
+
+    def __enter__(self):
+        compute, rows = self.saved = _BY_NAME[self.name]
+
+        def recorded(data):
+            self.calls.append(data)
+            return compute(data)
+
+        _BY_NAME[self.name] = (recorded, rows)
+        return self.calls
+
+    def __exit__(self, *exc):
+        _BY_NAME[self.name] = self.saved
+        return False

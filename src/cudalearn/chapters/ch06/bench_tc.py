@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from cudalearn.chapters.ch06.tc_steps import STEPS, build, tc_call
+from cudalearn.chapters.ch06.tc_steps import STEPS, build, table, tc_call
 from cudalearn.runtime import device, sizes
 
 BASELINE = "cuBLAS FP16"
@@ -95,11 +95,11 @@ def verdict(results) -> dict | None:
 
 
 def verdict_line(v: dict) -> str:
-    """The goal's verdict as one line."""
+    """The goal's verdict in two lines."""
     return (
         f"goal: {v['best']} at {v['fraction_of_cublas_fp16']:.0%} of cuBLAS FP16 (goal >= {GOAL_CUBLAS:.0%})"
-        f" and {v['speedup_over_best_fp32']:.1f}x {v['best_fp32']} (goal >= {GOAL_FP32:.0f}x), same run:"
-        f" {'met' if v['met'] else 'MISSED'}"
+        f"\n      and {v['speedup_over_best_fp32']:.1f}x {v['best_fp32']} (goal >= {GOAL_FP32:.0f}x),"
+        f" same run: {'met' if v['met'] else 'MISSED'}"
     )
 
 
@@ -116,10 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     print("largest error relative to max |C| of the FP32 product:")
     print("\n".join(f"  {name:<34} {e:.2e}" for name, e in errors.items()))
     results = timing.measure(key(n), found, baseline=BASELINE, flops=2 * n**3, size={"N": n, "C": "A @ B.T"})
-    print(results)
+    print(table(results))
     if device.mode() != "gpu":
         results = timing.stored_results(key(sizes.size("ch6.tc_n", "gpu")))
-        print(results if results is not None else "no stored GPU run yet")
+        print(table(results) if results is not None else "no stored GPU run yet")
         if results is None:
             return 0
     v = verdict(results)

@@ -14,7 +14,7 @@ import numpy as np
 
 from cudalearn.chapters.ch05 import model as ch05_model
 from cudalearn.chapters.ch06.kernels import tc_gemm
-from cudalearn.chapters.ch06.tc_steps import as_array, as_words, tiles_for
+from cudalearn.chapters.ch06.tc_steps import as_array, as_words, table, tiles_for
 from cudalearn.runtime import device, sizes
 
 KEY = "bench.tc.mlp"
@@ -107,7 +107,9 @@ def compare() -> str:
         flops=flops,
         size={"batch": batch, "sizes": list(tc_sizes(params))},
     )
-    return f"{results}\nlogits: largest difference {error:.2e} of the largest |logit| (FP16 against FP32)"
+    return (
+        f"{table(results)}\nlogits: largest difference {error:.2e} of the largest |logit| (FP16 against FP32)"
+    )
 
 
 def tc_sizes(params):

@@ -7,6 +7,8 @@ tensors (float16 A and B as uint32 words, `as_words`); `bench_tc` and `mlp_tc` u
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from cudalearn.chapters.ch06.kernels import tc_gemm
@@ -72,3 +74,11 @@ def tc_call(kernel, tiles, A, B, bias, C):
     tc_gemm.check_shapes(tiles, m, n, A.shape[1])
     grid, threads = (n // tiles["BN"], m // tiles["BM"]), tc_gemm.threads_per_block(tiles)
     return lambda: launch(kernel, grid, threads, wa, wb, vb, vc)
+
+
+def table(results, width=100) -> str:
+    """A timing.Results as text whose lines fit `width` columns (a long stored-run label is wrapped)."""
+    lines = str(results).splitlines()
+    return "\n".join(
+        part for line in lines for part in textwrap.wrap(line, width, subsequent_indent="  ") or [""]
+    )

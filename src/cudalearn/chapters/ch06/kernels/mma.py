@@ -190,9 +190,13 @@ if SIMULATOR:
         """Two float32 rounded to float16 in one uint32 word, lo in the low half (cvt.rn.f16.f32)."""
         return np.array([lo, hi], np.float32).astype(np.float16).view(np.uint32)[0]
 
-    mma_m16n8k8, mma_m16n8k16 = (collective.Instruction(f"mma_{s}", _ARITY[s]) for s in SHAPES)
-    ldmatrix_x1, ldmatrix_x2, ldmatrix_x4 = (collective.Instruction(f"ldmatrix_x{n}", 2) for n in (1, 2, 4))
-    ldmatrix_x2_trans, ldmatrix_x4_trans = (collective.Instruction(f"ldmatrix_x{n}_trans", 2) for n in (2, 4))
+    mma_m16n8k8, mma_m16n8k16 = (collective.Instruction(f"mma_{s}", _ARITY[s], __name__) for s in SHAPES)
+    ldmatrix_x1, ldmatrix_x2, ldmatrix_x4 = (
+        collective.Instruction(f"ldmatrix_x{n}", 2, __name__) for n in (1, 2, 4)
+    )
+    ldmatrix_x2_trans, ldmatrix_x4_trans = (
+        collective.Instruction(f"ldmatrix_x{n}_trans", 2, __name__) for n in (2, 4)
+    )
 elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
     from cudalearn.chapters.ch06.kernels.mma_ptx import (  # noqa: E402  (numba-cuda only)
         ldmatrix_x1,
