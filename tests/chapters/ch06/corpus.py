@@ -350,7 +350,7 @@ MUTATIONS = [
             "    return torch.bfloat16 if cc >= (8, 0) else torch.float16 if cc >= (7, 0) else None\n"
         ),
     ),
-    # Exercise 4: a_fragment (deep dive 06d) --------------------------------------------------------
+    # Exercise 4, part 1: a_fragment (deep dive 06d) --------------------------------------------------------
     wrong(
         "a-row-col-swapped",
         "a_fragment",
@@ -383,26 +383,25 @@ MUTATIONS = [
         "a-membership",
         "a_fragment",
         "membership tests instead of bit arithmetic",
-        code=(
-            "def a_fragment(lane, i):\n"
+        ("    group, thread = lane >> 2, lane % 4\n", ""),
+        (
+            A_SOL,
             "    row = lane // 4 + (8 if i in (2, 3, 6, 7) else 0)\n"
             "    col = 2 * (lane % 4) + i % 2 + (8 if i >= 4 else 0)\n"
-            "    return row, col\n"
+            "    return row, col",
         ),
     ),
     valid(
         "a-register-pairs",
         "a_fragment",
         "computes the register (i // 2) first, then the element in it",
-        code=(
-            "def a_fragment(lane, i):\n"
+        (
+            A_SOL,
             "    reg, half = divmod(i, 2)\n"
-            "    row = lane // 4 + 8 * (reg % 2)\n"
-            "    col = 2 * (lane % 4) + half + 8 * (reg // 2)\n"
-            "    return (row, col)\n"
+            "    return (group + 8 * (reg % 2), 2 * thread + half + 8 * (reg // 2))",
         ),
     ),
-    # Exercise 5: warp_tile (deep dive 06d) ----------------------------------------------------------
+    # Exercise 4, part 2: warp_tile (deep dive 06d) ----------------------------------------------------------
     wrong(
         "a1-a2-swapped",
         "warp_tile",
