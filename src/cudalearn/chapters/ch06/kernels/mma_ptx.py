@@ -45,10 +45,12 @@ def _mma(shape, na, nb):
 
 
 def _typer_k8(typingctx, a0, a1, b0, c0, c1, c2, c3):
+    """mma_m16n8k8(a0, a1, b0, c0..c3) -> (d0..d3): sm_75 and newer."""
     return _mma("m16n8k8", 2, 1)(typingctx, a0, a1, b0, c0, c1, c2, c3)
 
 
 def _typer_k16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """mma_m16n8k16(a0..a3, b0, b1, c0..c3) -> (d0..d3): sm_80 and newer."""
     return _mma("m16n8k16", 4, 2)(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
 
 
@@ -93,22 +95,27 @@ def _ldmatrix(num, trans):
 
 
 def _x1(typingctx, s, off):
+    """ldmatrix .x1: one uint32 (sm_75 and newer)."""
     return _ldmatrix(1, False)(typingctx, s, off)
 
 
 def _x2(typingctx, s, off):
+    """ldmatrix .x2: two uint32 (sm_75 and newer)."""
     return _ldmatrix(2, False)(typingctx, s, off)
 
 
 def _x4(typingctx, s, off):
+    """ldmatrix .x4: four uint32 (sm_75 and newer)."""
     return _ldmatrix(4, False)(typingctx, s, off)
 
 
 def _x2t(typingctx, s, off):
+    """ldmatrix .x2.trans (sm_75 and newer)."""
     return _ldmatrix(2, True)(typingctx, s, off)
 
 
 def _x4t(typingctx, s, off):
+    """ldmatrix .x4.trans (sm_75 and newer)."""
     return _ldmatrix(4, True)(typingctx, s, off)
 
 
