@@ -94,7 +94,12 @@ def is_module(value: Any) -> bool:
 
 
 def is_numba_object(obj: Any) -> bool:
-    """A Numba type (float32) or a jitted function of the judge (an instructor's or a rebuilt one)."""
+    """A Numba type (float32) or a jitted function of the judge (an instructor's or a rebuilt one), or a
+    warp instruction the course registered with the tracer (Chapter 6's mma.sync, ldmatrix)."""
+    from cudalearn.trace import collective
+
+    if collective.name_of(obj) is not None:
+        return True
     return type(obj).__module__.split(".")[0] == "numba" and not isinstance(obj, types.ModuleType)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from cudalearn.compile import source
 from cudalearn.runtime import intrinsics, numba_backend
-from cudalearn.trace import warp
+from cudalearn.trace import collective, warp
 from cudalearn.trace.fake_cuda import FakeCuda
 from cudalearn.trace.model import (
     MAX_BLOCK_THREADS,
@@ -113,6 +113,13 @@ class _SyncToYield(ast.NodeTransformer):
             event = ast.Tuple([ast.Constant(name), site, ast.Tuple(node.args, ast.Load())], ast.Load())
             return ast.copy_location(ast.Yield(ast.Tuple([ast.Constant("warp"), event], ast.Load())), node)
         target = None if name else self._resolve(node.func)
+        instruction = collective.name_of(target)
+        if instruction is not None:  # a chapter's warp instruction (mma.sync, ldmatrix: Chapter 6)
+            self.warp += 1
+            site = ast.Constant((self.file, node.lineno, node.col_offset))
+            args = ast.Tuple(node.args, ast.Load())
+            event = ast.Tuple([ast.Constant(instruction), site, args], ast.Load())
+            return ast.copy_location(ast.Yield(ast.Tuple([ast.Constant("warp"), event], ast.Load())), node)
         if target is None or not self.yields(target):
             return node
         self.warp += 1
@@ -428,6 +435,7 @@ def _barrier_line(gen, file):
 def _warp_round(rec, warps, held, sends, mines):
     """Complete what each warp's waiting lanes can (warp.resolve); the thread ids to run on, in order."""
     ready = []
+    rec.mines = mines  # an ldmatrix's reads, checked for each lane (collective._read_rows)
     for w in sorted(held):
         lanes, wp = held[w], warps[w]
         epoch = wp.epoch

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from cudalearn.trace import execute
+from cudalearn.trace import collective, execute
 from cudalearn.trace.model import TraceError
 from cudalearn.trace.report import TraceReport
 
@@ -65,6 +65,8 @@ def _cuda_paths(fn, cuda_module, seen):
                     found.append((node.lineno, node.col_offset, f"cuda.{name}"))
         if isinstance(node, ast.Call):
             target = resolve(node.func)
+            if collective.name_of(target):  # mma.sync, ldmatrix (Chapter 6): the tracer's warp events
+                found.append((node.lineno, node.col_offset, f"ptx.{collective.name_of(target)}"))
             if execute._is_cuda_function(target) and not isinstance(node.func, ast.Name):
                 callees.append((node.lineno, node.col_offset, target))
     out = []

@@ -15,6 +15,7 @@ import linecache
 
 import numpy as np
 
+from cudalearn.trace import collective
 from cudalearn.trace.model import WARP_SIZE, TraceError, WarpError
 
 FULL = 0xFFFFFFFF
@@ -138,6 +139,8 @@ def resolve(warp, waiting, sends, report):
     for lane, (name, site, args) in waiting.items():
         if name == "activemask":
             key = (name, site, 0)
+        elif collective.known(name):  # mma.sync, ldmatrix (Chapter 6): the whole warp, at this call
+            key = (name, site, FULL)
         else:
             mask = int(args[0]) & FULL if args else FULL
             if not mask >> lane & 1:
@@ -177,6 +180,8 @@ def _complete(warp, name, lanes, mask, waiting, sends, report):
             sends[first + lane] = None
         if len(lanes) == warp.nlanes:
             warp.epoch += 1  # memory ordering among all the warp's lanes (see execute._run_block)
+    elif collective.known(name):
+        collective.complete(warp, name, entries, sends)
     elif name in VOTES:
         preds = {lane: bool(entries[lane][2][1]) for lane in lanes}
         ballot = sum(1 << lane for lane, p in preds.items() if p)
@@ -216,12 +221,16 @@ def _complete(warp, name, lanes, mask, waiting, sends, report):
 def _stuck(warp, waiting, lane):
     """The WarpError of a warp none of whose groups can complete: where the missing lanes are."""
     name, site, args = waiting[lane]
-    if name == "syncwarp" and not args:
+    if (name == "syncwarp" and not args) or collective.known(name):
         mask = FULL
     else:
         mask = int(args[0]) & FULL
     mine = [i for i, w in waiting.items() if w[0] == name and (name == "syncwarp" or w[1] == site)]
-    same = [i for i in mine if (int(waiting[i][2][0]) & FULL if waiting[i][2] else FULL) == mask]
+    same = [
+        i
+        for i in mine
+        if collective.known(name) or (int(waiting[i][2][0]) & FULL if waiting[i][2] else FULL) == mask
+    ]
     missing = [i for i in _bits(mask) if i not in same]
     places = {}
     for i in missing:
@@ -232,7 +241,7 @@ def _stuck(warp, waiting, lane):
             key = f"wait at the barrier on {_where(warp.file, warp.barrier[warp.first + i])}"
         elif i in waiting:
             other = waiting[i]
-            om = int(other[2][0]) & FULL if other[2] else FULL
+            om = int(other[2][0]) & FULL if other[2] and not collective.known(other[0]) else FULL
             at = _where(*other[1][:2])
             key = f"wait at `cuda.{other[0]}` on {at}" + (f" with mask {om:#010x}" if om != mask else "")
         else:

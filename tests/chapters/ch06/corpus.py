@@ -17,6 +17,7 @@ STORE = """    for i in range(TM):
             c = col0 + tx * TN + j
             if r < M and c < N:
                 C[r, c] = acc[i, j]"""
+A_SOL = "    return (group + 8 * ((i >> 1) & 1), 2 * thread + (i & 1) + 8 * (i >> 2))"
 LA = "                a[i] = sA[ty * TM + i, k]"
 LB = "                b[j] = sB[k, tx * TN + j]"
 RC = "            r = row0 + ty * TM + i\n            c = col0 + tx * TN + j"
@@ -347,6 +348,164 @@ MUTATIONS = [
             "def autocast_dtype(cc):\n"
             "    cc = tuple(cc)\n"
             "    return torch.bfloat16 if cc >= (8, 0) else torch.float16 if cc >= (7, 0) else None\n"
+        ),
+    ),
+    # Exercise 4, part 1: a_fragment (deep dive 06d) --------------------------------------------------------
+    wrong(
+        "a-row-col-swapped",
+        "a_fragment",
+        "returns (col, row)",
+        r"a_fragment is wrong for \d+ of 256.*a_fragment\(0, 1\) is \(1, 0\), expected \(0, 1\).*groupID",
+        (A_SOL, "    return (2 * thread + (i & 1) + 8 * (i >> 2), group + 8 * ((i >> 1) & 1))"),
+    ),
+    wrong(
+        "a-no-column-offset",
+        "a_fragment",
+        "forgets the 8 columns further right for a4..a7",
+        r"a_fragment\(0, 4\) is \(0, 0\), expected \(0, 8\)",
+        (A_SOL, "    return (group + 8 * ((i >> 1) & 1), 2 * thread + (i & 1))"),
+    ),
+    wrong(
+        "a-halves-swapped",
+        "a_fragment",
+        "puts a2, a3 in the right half and a4, a5 in the lower half (rows and columns of i swapped)",
+        r"a_fragment\(0, 2\) is \(0, 8\), expected \(8, 0\)",
+        (A_SOL, "    return (group + 8 * (i >> 2), 2 * thread + (i & 1) + 8 * ((i >> 1) & 1))"),
+    ),
+    wrong(
+        "a-lane-mod-8",
+        "a_fragment",
+        "groups of 8 lanes instead of 4: row lane // 8",
+        r"a_fragment is wrong for \d+ of 256",
+        ("    group, thread = lane >> 2, lane % 4", "    group, thread = lane >> 3, lane % 4"),
+    ),
+    valid(
+        "a-membership",
+        "a_fragment",
+        "membership tests instead of bit arithmetic",
+        ("    group, thread = lane >> 2, lane % 4\n", ""),
+        (
+            A_SOL,
+            "    row = lane // 4 + (8 if i in (2, 3, 6, 7) else 0)\n"
+            "    col = 2 * (lane % 4) + i % 2 + (8 if i >= 4 else 0)\n"
+            "    return row, col",
+        ),
+    ),
+    valid(
+        "a-register-pairs",
+        "a_fragment",
+        "computes the register (i // 2) first, then the element in it",
+        (
+            A_SOL,
+            "    reg, half = divmod(i, 2)\n"
+            "    return (group + 8 * (reg % 2), 2 * thread + half + 8 * (reg // 2))",
+        ),
+    ),
+    # Exercise 4, part 2: warp_tile (deep dive 06d) ----------------------------------------------------------
+    wrong(
+        "a1-a2-swapped",
+        "warp_tile",
+        "loads a1 from the right half and a2 from the lower half",
+        r"your A fragment is",
+        ("        a1 = A[r0 + g + 8, kw + t]", "        a1 = A[r0 + g, kw + t + 4]"),
+        ("        a2 = A[r0 + g, kw + t + 4]", "        a2 = A[r0 + g + 8, kw + t]"),
+    ),
+    wrong(
+        "a-rows-by-8",
+        "warp_tile",
+        "takes a lane's rows 8 apart as groupID * 2",
+        r"your A fragment is",
+        ("        a0 = A[r0 + g, kw + t]", "        a0 = A[r0 + 2 * g % 16, kw + t]"),
+    ),
+    wrong(
+        "b1-same-k",
+        "warp_tile",
+        "loads b1 from the same 8 values of k as b0",
+        r"your B fragment is",
+        ("        b1 = B[c0 + g, kw + t + 4]", "        b1 = B[c0 + g, kw + t]"),
+    ),
+    wrong(
+        "b-lane-roles-swapped",
+        "warp_tile",
+        "swaps groupID and threadID_in_group in B",
+        r"your B fragment is",
+        ("        b0 = B[c0 + g, kw + t]", "        b0 = B[c0 + t, kw + g % 4]"),
+    ),
+    wrong(
+        "d1-d2-swapped",
+        "warp_tile",
+        "stores d1 on row g + 8 and d2 on row g",
+        r"the store of d0..d3",
+        ("    C[r0 + g, c0 + 2 * t + 1] = d1", "    C[r0 + g, c0 + 2 * t + 1] = d2"),
+        ("    C[r0 + g + 8, c0 + 2 * t] = d2", "    C[r0 + g + 8, c0 + 2 * t] = d1"),
+    ),
+    wrong(
+        "store-columns-by-t",
+        "warp_tile",
+        "stores at column c0 + t instead of c0 + 2 * t",
+        r"the store of d0..d3|is never written",
+        ("    C[r0 + g, c0 + 2 * t] = d0", "    C[r0 + g, c0 + t] = d0"),
+        ("    C[r0 + g, c0 + 2 * t + 1] = d1", "    C[r0 + g, c0 + t + 4] = d1"),
+        ("    C[r0 + g + 8, c0 + 2 * t] = d2", "    C[r0 + g + 8, c0 + t] = d2"),
+        ("    C[r0 + g + 8, c0 + 2 * t + 1] = d3", "    C[r0 + g + 8, c0 + t + 4] = d3"),
+    ),
+    wrong(
+        "no-store",
+        "warp_tile",
+        "never stores d0..d3",
+        r"is never written \(all NaN\)",
+        ("    C[r0 + g, c0 + 2 * t] = d0\n", ""),
+        ("    C[r0 + g, c0 + 2 * t + 1] = d1\n", ""),
+        ("    C[r0 + g + 8, c0 + 2 * t] = d2\n", ""),
+        ("    C[r0 + g + 8, c0 + 2 * t + 1] = d3", "    pass"),
+    ),
+    wrong(
+        "only-lane-0-stores",
+        "warp_tile",
+        "lets lane 0 store the whole tile's first elements only",
+        r"is wrong at \d+ of \d+ elements|is never written",
+        ("    C[r0 + g, c0 + 2 * t] = d0", "    if lane == 0:\n        C[r0 + g, c0 + 2 * t] = d0"),
+        ("    C[r0 + g, c0 + 2 * t + 1] = d1", "    if lane == 0:\n        C[r0 + g, c0 + 2 * t + 1] = d1"),
+        ("    C[r0 + g + 8, c0 + 2 * t] = d2", "    if lane == 0:\n        C[r0 + g + 8, c0 + 2 * t] = d2"),
+        (
+            "    C[r0 + g + 8, c0 + 2 * t + 1] = d3",
+            "    if lane == 0:\n        C[r0 + g + 8, c0 + 2 * t + 1] = d3",
+        ),
+    ),
+    wrong(
+        "second-half-of-k-skipped",
+        "warp_tile",
+        "reuses a0, a1 and b0 for k 8-15",
+        r"your A fragment is wrong: in the first tile's mma_m16n8k8 for k 8-15",
+        ("        a2 = A[r0 + g, kw + t + 4]", "        a2 = A[r0 + g, kw + t]"),
+        ("        a3 = A[r0 + g + 8, kw + t + 4]", "        a3 = A[r0 + g + 8, kw + t]"),
+        ("        b1 = B[c0 + g, kw + t + 4]", "        b1 = B[c0 + g, kw + t]"),
+    ),
+    valid(
+        "row-variables",
+        "warp_tile",
+        "names the two rows and two k words first",
+        (
+            "        a0 = A[r0 + g, kw + t]\n        a1 = A[r0 + g + 8, kw + t]\n"
+            "        a2 = A[r0 + g, kw + t + 4]\n        a3 = A[r0 + g + 8, kw + t + 4]\n"
+            "        b0 = B[c0 + g, kw + t]\n        b1 = B[c0 + g, kw + t + 4]\n",
+            "        top, low, k0, k1 = r0 + g, r0 + g + 8, kw + t, kw + t + 4\n"
+            "        a0, a1, a2, a3 = A[top, k0], A[low, k0], A[top, k1], A[low, k1]\n"
+            "        b0, b1 = B[c0 + g, k0], B[c0 + g, k1]\n",
+        ),
+    ),
+    valid(
+        "store-loop",
+        "warp_tile",
+        "stores the two rows in a loop",
+        (
+            "    C[r0 + g, c0 + 2 * t] = d0\n    C[r0 + g, c0 + 2 * t + 1] = d1\n"
+            "    C[r0 + g + 8, c0 + 2 * t] = d2\n    C[r0 + g + 8, c0 + 2 * t + 1] = d3",
+            "    for h in range(2):\n"
+            "        lo = d0 if h == 0 else d2\n"
+            "        hi = d1 if h == 0 else d3\n"
+            "        C[r0 + g + 8 * h, c0 + 2 * t] = lo\n"
+            "        C[r0 + g + 8 * h, c0 + 2 * t + 1] = hi",
         ),
     ),
 ]

@@ -307,3 +307,112 @@ def check_autocast_dtype(
             "sm_70 (V100; the T4 is sm_75); below sm_70 there are no tensor cores and autocast would only "
             "lose precision: return None."
         )
+
+
+# Exercises 4 and 5 (deep dive 06d): the A fragment of mma.m16n8k16, and one warp's tile --------------
+
+FRAGMENT_RULE = (
+    "groupID = lane >> 2 and threadID_in_group = lane % 4; a_i sits on row groupID for a0, a1, a4, a5 "
+    "and groupID + 8 for a2, a3, a6, a7, column 2 * threadID_in_group + (i & 1), plus 8 for i >= 4 "
+    "(PTX ISA, 'Matrix Fragments for mma.m16n8k16 with floating point type')"
+)
+
+
+def check_a_fragment(a_fragment: Callable[[int, int], tuple[int, int]]) -> None:
+    """Lab 6: (row, col) of element a_i (i = 0..7) that lane `lane` holds of mma.m16n8k16's A (16 x 16)."""
+    from cudalearn.chapters.ch06.kernels import mma
+
+    table = mma.fragment("m16n8k16", "A")
+    wrong = []
+    for lane in range(32):
+        for i in range(8):
+            got = checks.call_student(a_fragment, "a_fragment", lane, i)
+            want = tuple(int(v) for v in table[lane, i])
+            if not isinstance(got, tuple) or tuple(got) != want:
+                wrong.append(f"a_fragment({lane}, {i}) is {got!r}, expected {want}")
+    if wrong:
+        raise AssertionError(
+            f"a_fragment is wrong for {len(wrong)} of 256 (lane, i): "
+            + "; ".join(wrong[:3])
+            + f". Hint: {FRAGMENT_RULE}."
+        )
+
+
+def _warp_tile_run(kernel: Any, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """C of a one-warp-a-tile kernel on float16 A (m, k), B (n, k): grid (n / 8, m / 16), 32 threads."""
+    (m, _), n = A.shape, B.shape[0]
+    words = (np.ascontiguousarray(A).view(np.uint32), np.ascontiguousarray(B).view(np.uint32))
+    return checks.run_kernel(kernel, (n // 8, m // 16), 32, *words, checks.empty_output((m, n)))[2]
+
+
+def _pair(words: np.ndarray, value: Any) -> str:
+    """Where the word `value` sits in `words` (a uint32 view of float16 X): 'X[r, 2w..2w + 1]', or '?'."""
+    found = np.argwhere(words == np.uint32(int(value) & 0xFFFFFFFF))
+    return f"[{found[0][0]}, {2 * found[0][1]}..{2 * found[0][1] + 1}]" if len(found) else " (no word of it)"
+
+
+def _warp_tile_cause(kernel: Any, A: np.ndarray, B: np.ndarray) -> str:
+    """The first register of the first tile that a lane passed to mma_m16n8k8 wrong (what it holds and what
+    it should), recorded by the tracer; or, with every fragment right, the store."""
+    from cudalearn.trace import collective
+
+    a, b = A.view(np.uint32), B.view(np.uint32)
+    with collective.recording("mma_m16n8k8") as calls:
+        _warp_tile_run(kernel, A, B)
+    for step, lanes in enumerate(calls[:2]):  # the first tile, k 0-7 then k 8-15
+        for lane, args in enumerate(lanes):
+            g, t, w = lane >> 2, lane & 3, 4 * step
+            names = ("a0", "a1", "b0") if step == 0 else ("a2", "a3", "b1")  # the k16 step's registers
+            where = (("A", a, g, t + w), ("A", a, g + 8, t + w), ("B", b, g, t + w))
+            want = dict(zip(names, where, strict=True))
+            for (reg, (name, X, r, c)), got in zip(want.items(), args[:3], strict=True):
+                if int(got) != int(X[r, c]):
+                    k = f"k {8 * step}-{8 * step + 7}"
+                    return (
+                        f"your {name} fragment is wrong: in the first tile's mma_m16n8k8 for {k}, lane {lane}"
+                        f" passes as {reg} the float16 pair {name}{_pair(X, got)}, where the fragment wants"
+                        f" {name}[{r}, {2 * c}..{2 * c + 1}]. " + (FRAGMENT_RULE if name == "A" else B_RULE)
+                    )
+    return (
+        "every lane passes the right registers to mma_m16n8k8, so the store of d0..d3 is wrong: d0, d1 "
+        "sit on row groupID, d2, d3 on row groupID + 8, at columns 2 * threadID_in_group and + 1"
+    )
+
+
+STORE_HINT = (
+    "check a0..a3 (rows groupID and groupID + 8, k words t and t + 4), b0, b1 (row c0 + groupID of B, k"
+    " words t and t + 4) and the store (d0, d1 on row groupID, d2, d3 on row groupID + 8, columns 2t, 2t + 1)"
+)
+B_RULE = (
+    "b0 holds k = 2 * threadID_in_group and + 1 of column groupID of B.T, which is row c0 + groupID of B,"
+    " and b1 the same 8 values of k further: B[c0 + g, kw + t] and B[c0 + g, kw + t + 4]"
+)
+
+
+def check_mma_warp_tile(kernel: Any, sizes: Sequence[tuple[int, int, int]] | None = None) -> None:
+    """Lab 6: C = A @ B.T, one warp a 16 x 8 tile with mma.sync m16n8k16; A (m, k) and B (n, k) float16,
+    passed as uint32 words, C (m, n) float32; grid (n / 8, m / 16), 32 threads a block. Run on the CPU
+    tracer under the simulator (every lane's fragment as the PTX ISA defines it)."""
+    for m, k, n in sizes or [(16, 16, 8), (32, 48, 24)]:
+        rng = np.random.default_rng(m + k + n)
+        A = rng.standard_normal((m, k)).astype(np.float16)
+        B = rng.standard_normal((n, k)).astype(np.float16)
+        got = _warp_tile_run(kernel, A, B)
+        want = A.astype(np.float32) @ B.T.astype(np.float32)
+        name = f"C (m, k, n = {m}, {k}, {n})"
+        if np.isnan(got).all():
+            raise AssertionError(
+                f"`{name}` is never written (all NaN): store d0..d3 after the loop, each lane its four"
+                " elements. Hint: C[r0 + g, c0 + 2 * t] = d0, C[r0 + g, c0 + 2 * t + 1] = d1, and the"
+                " same on row r0 + g + 8 for d2, d3."
+            )
+        bad = ~np.isclose(got, want, rtol=1e-3, atol=1e-3)
+        if bad.any():
+            r, c = (int(v) for v in np.argwhere(bad)[0])
+            lane, i = 4 * (r % 8) + (c % 8) // 2, 2 * (r % 16 >= 8) + c % 2
+            why = _warp_tile_cause(kernel, A, B) if device.mode() == "sim" else ""
+            raise AssertionError(
+                f"`{name}` is wrong at {int(bad.sum())} of {bad.size} elements; first C[{r}, {c}] is"
+                f" {got[r, c]!r}, expected {want[r, c]!r} (lane {lane} stores it as d{i})."
+                + (f" Why, from the registers the tracer saw: {why}." if why else f" Hint: {STORE_HINT}.")
+            )

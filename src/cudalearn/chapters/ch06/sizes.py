@@ -21,4 +21,5 @@ SIZES = {
     "ch6.lab_tm": {"gpu": 8, "sim": 3},
     "ch6.lab_tn": {"gpu": 4, "sim": 2},
     "ch6.lab_bench_n": {"gpu": 2048, "sim": 32},
+    "ch6.tc_n": {"gpu": 4096, "sim": 64},  # deep dive 06d (scripts/bench_tc.py): the tracer runs the sim size
 }

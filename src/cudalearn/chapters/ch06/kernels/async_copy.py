@@ -13,7 +13,8 @@ Numba has no function for these instructions, so this module makes three, with n
 
 * `copy16(dst, doff, src, soff)`: `cp.async.cg` of 16 bytes, the four float32 at flat offset `soff`
   of the C-contiguous global array `src` into flat offset `doff` of the shared array `dst` (both
-  offsets multiples of 4: the addresses must be 16-byte aligned); `.cg` caches in L2 only;
+  offsets multiples of 4: the addresses must be 16-byte aligned); `.cg` caches in L2 only; the arrays
+  may also be uint32 (eight float16 packed two to a word: the tensor-core kernels of 06d);
 * `commit()`: `cp.async.commit_group`;
 * `make_wait(n)`: a device function that runs `cp.async.wait_group n`.
 
@@ -75,10 +76,12 @@ elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
     from numba.core import types
     from numba.cuda.extending import intrinsic
 
-    def _element_pointer(context, builder, aryty, ary, off, offty):
+    def element_pointer(context, builder, aryty, ary, off, offty):
         """A pointer to element `off` (flat, no wrap-around) of the C-contiguous array `ary`."""
         data = context.make_array(aryty)(context, builder, value=ary).data
         return builder.gep(data, [context.cast(builder, off, offty, types.int64)], inbounds=True)
+
+    _WORDS = (types.float32, types.uint32)  # 4-byte elements: float32, or two float16 in a word (06d)
 
     # Numba's shared arrays hand out generic addresses: cvta.to.shared makes the shared-window address
     # that cp.async's destination operand takes (32 bits), cvta.to.global the global one.
@@ -91,16 +94,14 @@ elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
     def copy16(typingctx, dst, doff, src, soff):
         """cp.async of 16 bytes: dst.flat[doff:doff + 4] (shared) <- src.flat[soff:soff + 4] (global)."""
         # flat offsets address C-ordered rows: any other layout would copy the wrong elements
-        arrays = all(
-            isinstance(a, types.Array) and a.dtype == types.float32 and a.layout == "C" for a in (dst, src)
-        )
+        arrays = all(isinstance(a, types.Array) and a.dtype in _WORDS and a.layout == "C" for a in (dst, src))
         if not (arrays and isinstance(doff, types.Integer) and isinstance(soff, types.Integer)):
             return None
         sig = types.void(dst, doff, src, soff)
 
         def codegen(context, builder, sig, args):
-            d = _element_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
-            s = _element_pointer(context, builder, sig.args[2], args[2], args[3], sig.args[3])
+            d = element_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            s = element_pointer(context, builder, sig.args[2], args[2], args[3], sig.args[3])
             fty = ir.FunctionType(ir.VoidType(), [d.type, s.type])
             builder.call(ir.InlineAsm(fty, _COPY16, "l,l,~{memory}", side_effect=True), [d, s])
             return context.get_dummy_value()

@@ -1,0 +1,334 @@
+"""Tensor-core matrix products written by hand with `mma.sync` and `ldmatrix` (Chapter 6, deep dive 06d).
+
+Every kernel here computes C = A @ B.T (+ bias, ReLU) for float16 A (m, k) and B (n, k), C-contiguous,
+into float32 C (m, n), accumulating in float32. B is stored as PyTorch stores a linear layer's weight
+(out, in): a column of B.T is a row of B, so the k values one lane of the mma fragment needs are side
+by side in memory and ldmatrix needs no `.trans`. The kernels take the float16 arrays viewed as uint32
+(`words(x)`: two float16 a word, no copy), the mma operands' own format.
+
+* `make_warp_tile(shape)`: one warp computes one 16 x 8 tile of C, its fragments loaded word by word
+  from global memory into the lanes that `mma.FRAGMENTS` names (one block of 32 threads a tile);
+* `make_tc_gemm(...)`: a block of warps computes a BM x BN tile; each step along k copies a BM x BK
+  tile of A and a BN x BK tile of B into shared memory, then every warp loads its fragments with
+  ldmatrix (x4: a 16 x 16 piece of A, or two 8 x 16 pieces of B) and runs mma.sync on them. The shared
+  rows are laid out `plain`, `pad` (4 words more a row: Chapter 4's padding column, 16 bytes wide) or
+  `swizzle` (the 16-byte chunk c of row r stored at chunk c ^ ((r >> 1) & 3)), which the tracer's
+  bank-conflict count tells apart; with `stages` > 1 the tiles come by cp.async (`async_copy`) into a
+  ring of `stages` buffers, the pipeline of the chapter's last FP32 step.
+
+Sizes must be multiples of the tiles (`check_shapes`); `launch(kernel, tiles, A, B, C, bias)` runs one.
+`shape` 'm16n8k16' (sm_80 and newer) or 'm16n8k8' (sm_75: a T4; two instructions per k16 step).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cudalearn.chapters.ch06.kernels import async_copy, mma
+from cudalearn.runtime.numba_backend import SIMULATOR, cuda, float32, uint32
+
+LAYOUTS = ("plain", "pad", "swizzle")
+#: tiles of `make_tc_gemm` per target: the GPU's and the tracer's (small, so a CPU runs them)
+CONFIGS = {
+    "gpu": {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 4, "stages": 3, "layout": "swizzle"},
+    "sim": {"BM": 32, "BN": 32, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "stages": 2, "layout": "swizzle"},
+}
+
+
+def words(x):
+    """A float16 array (numpy, device or torch) as uint32, two float16 a word along its last axis."""
+    if hasattr(x, "view") and hasattr(x, "dtype") and str(x.dtype) == "torch.float16":
+        import torch
+
+        return x.view(torch.int32).view(torch.uint32) if hasattr(torch, "uint32") else x.view(torch.int32)
+    return x.view(np.uint32)
+
+
+def shape_for(cc) -> str:
+    """The mma shape for compute capability cc: m16n8k16 from sm_80 on, else m16n8k8 (sm_75)."""
+    return "m16n8k16" if cc is None or tuple(cc) >= (8, 0) else "m16n8k8"
+
+
+def make_mma16(shape):
+    """A device function (a0..a3, b0, b1, c0..c3) -> d0..d3: one k16 step, as one or two instructions."""
+    if shape == "m16n8k16":
+        k16 = mma.mma_m16n8k16
+
+        @cuda.jit(device=True, inline="always")
+        def mma16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+            """One m16n8k16 (sm_80+)."""
+            return k16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+
+        return mma16
+    k8 = mma.mma_m16n8k8
+
+    @cuda.jit(device=True, inline="always")
+    def mma16_sm75(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        """Two m16n8k8 (sm_75): k 0-7 from (a0, a1, b0), then k 8-15 from (a2, a3, b1)."""
+        d0, d1, d2, d3 = k8(a0, a1, b0, c0, c1, c2, c3)
+        return k8(a2, a3, b1, d0, d1, d2, d3)
+
+    return mma16_sm75
+
+
+def make_warp_tile(shape="m16n8k16"):
+    """Kernel (A, B, C): one warp a 16 x 8 tile of C = A @ B.T; grid (n / 8, m / 16), 32 threads."""
+    mma16 = make_mma16(shape)
+
+    def mma_warp_tile(A, B, C):
+        """C[16 x 8 tile] = A @ B.T; A (m, k/2), B (n, k/2) uint32 words of float16; C float32."""
+        lane = cuda.threadIdx.x
+        g, t = lane >> 2, lane & 3  # groupID, threadID_in_group
+        r0, c0 = cuda.blockIdx.y * 16, cuda.blockIdx.x * 8
+        d0 = d1 = d2 = d3 = float32(0.0)
+        for kw in range(0, A.shape[1], 8):  # 16 float16 of k = 8 words a step
+            a0, a1 = A[r0 + g, kw + t], A[r0 + g + 8, kw + t]  # rows g, g + 8; k 2t, 2t + 1
+            a2, a3 = A[r0 + g, kw + t + 4], A[r0 + g + 8, kw + t + 4]  # the same, k + 8
+            b0, b1 = B[c0 + g, kw + t], B[c0 + g, kw + t + 4]  # column g of B.T; k 2t, 2t + 1 (+ 8)
+            d0, d1, d2, d3 = mma16(a0, a1, a2, a3, b0, b1, d0, d1, d2, d3)
+        C[r0 + g, c0 + 2 * t] = d0
+        C[r0 + g, c0 + 2 * t + 1] = d1
+        C[r0 + g + 8, c0 + 2 * t] = d2
+        C[r0 + g + 8, c0 + 2 * t + 1] = d3
+
+    return cuda.jit(mma_warp_tile)
+
+
+def make_chunk(layout):
+    """A device function (row, chunk) -> the word where 16-byte chunk `chunk` of shared row `row` starts."""
+    if layout == "swizzle":
+
+        @cuda.jit(device=True, inline="always")
+        def chunk_swizzled(row, chunk):
+            """Chunk c of row r at c ^ ((r >> 1) & 3): 8 rows of one chunk hit 8 different bank quads."""
+            return (chunk ^ ((row >> 1) & 3)) << 2
+
+        return chunk_swizzled
+
+    @cuda.jit(device=True, inline="always")
+    def chunk_linear(row, chunk):
+        """Chunk c of a row at word 4c (plain and padded rows)."""
+        return chunk << 2
+
+    return chunk_linear
+
+
+def check_shapes(tiles, m, n, k):
+    """Raise ValueError unless (m, n, k) are multiples of the block tile (BM, BN, BK) of `tiles`."""
+    for name, size, tile in (("m", m, tiles["BM"]), ("n", n, tiles["BN"]), ("k", k, tiles["BK"])):
+        if size % tile:
+            raise ValueError(f"{name} = {size} is not a multiple of the tile {tile}: pad the matrices")
+
+
+def make_fetch(BM, BN, KW, RW, threads, layout, use_async):
+    """A device function that copies the tiles at word kw0 into stage `stage` of sA and sB (16 bytes a
+    piece): by cp.async if `use_async` (sm_80+), else through registers."""
+    chunk, CH = make_chunk(layout), KW // 4
+    A_PASSES, B_PASSES = BM * CH // threads, BN * CH // threads
+    copy16 = async_copy.copy16
+
+    if use_async:
+
+        @cuda.jit(device=True, inline="always")
+        def fetch_async(A, B, sA, sB, stage, row0, col0, kw0, t):
+            """cp.async of this thread's pieces of the next tiles."""
+            for p in range(A_PASSES):
+                q = t + p * threads
+                r, c = stage * BM + q // CH, q % CH
+                copy16(sA, r * RW + chunk(r, c), A, (row0 + q // CH) * A.shape[1] + kw0 + 4 * c)
+            for p in range(B_PASSES):
+                q = t + p * threads
+                r, c = stage * BN + q // CH, q % CH
+                copy16(sB, r * RW + chunk(r, c), B, (col0 + q // CH) * B.shape[1] + kw0 + 4 * c)
+
+        return fetch_async
+
+    @cuda.jit(device=True, inline="always")
+    def fetch_sync(A, B, sA, sB, stage, row0, col0, kw0, t):
+        """Loads and stores of this thread's pieces of the next tiles, a word at a time."""
+        for p in range(A_PASSES):
+            q = t + p * threads
+            r, c = stage * BM + q // CH, q % CH
+            for u in range(4):
+                sA[r, chunk(r, c) + u] = A[row0 + q // CH, kw0 + 4 * c + u]
+        for p in range(B_PASSES):
+            q = t + p * threads
+            r, c = stage * BN + q // CH, q % CH
+            for u in range(4):
+                sB[r, chunk(r, c) + u] = B[col0 + q // CH, kw0 + 4 * c + u]
+
+    return fetch_sync
+
+
+def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape):
+    """A device function: the warp's fragments of stage `st` by ldmatrix, and its mma.sync into acc."""
+    mma16, x4 = make_mma16(shape), mma.ldmatrix_x4
+    A_STAGE, B_STAGE, PIECE = BM * RW, BN * RW, 16 * RW  # words of a stage of A, of B, of 16 rows
+
+    @cuda.jit(device=True, inline="always")
+    def warp_step(sA, sB, st, a_off, b_off, af, bf, acc):
+        """acc += the warp's A rows @ B rows.T over stage st of the shared tiles (KW words of k).
+
+        a_off[kk], b_off[kk]: where this lane's ldmatrix row starts in stage 0 for step kk along k
+        (`lane_offsets`); a layout repeats every 8 rows, so other stages and pieces add whole rows.
+        """
+        for kk in range(KW // 8):  # 16 float16 of k a step
+            for mi in range(MI):  # a 16 x 16 piece of A: a0..a3 of the mma
+                r = st * A_STAGE + mi * PIECE + a_off[kk]
+                af[mi, 0], af[mi, 1], af[mi, 2], af[mi, 3] = x4(sA, r)
+            for nj in range(NI // 2):  # two 8-column tiles: rows of B (columns of B.T)
+                r = st * B_STAGE + nj * PIECE + b_off[kk]
+                bf[2 * nj, 0], bf[2 * nj, 1], bf[2 * nj + 1, 0], bf[2 * nj + 1, 1] = x4(sB, r)
+            for mi in range(MI):
+                for ni in range(NI):
+                    acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma16(
+                        af[mi, 0], af[mi, 1], af[mi, 2], af[mi, 3], bf[ni, 0], bf[ni, 1],
+                        acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3],
+                    )  # fmt: skip
+
+    return warp_step
+
+
+def make_lane_offsets(KW, RW, layout):
+    """A device function filling a_off, b_off: where lane's ldmatrix rows start in stage 0, per k16 step.
+
+    Lane l gives row l % 16 of A's 16 x 16 piece (chunk + 1 for lanes 16-31: k 8-15), and of B's two
+    8-row pieces row l % 8 (+ 8 for lanes 16-31), chunk + 1 for lanes 8-15 and 24-31.
+    """
+    chunk = make_chunk(layout)
+
+    @cuda.jit(device=True, inline="always")
+    def lane_offsets(lane, a_first, b_first, a_off, b_off):
+        """a_first, b_first: the warp's first row of A's and of B's tile in a stage."""
+        a_row, a_hi = a_first + (lane & 15), lane >> 4
+        b_row, b_hi = b_first + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1
+        for kk in range(KW // 8):
+            a_off[kk] = a_row * RW + chunk(a_row, 2 * kk + a_hi)
+            b_off[kk] = b_row * RW + chunk(b_row, 2 * kk + b_hi)
+
+    return lane_offsets
+
+
+def make_tc_gemm(
+    BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape="m16n8k16", relu=False, half=False
+):
+    """Kernel (A, B, bias, C): C = A @ B.T + bias (ReLU'd if `relu`), a BM x BN tile a block of
+    32 * WARPS_M * WARPS_N threads, fragments by ldmatrix from `layout` rows, cp.async if stages > 1.
+    With `half`, C is float16 as uint32 words (m, n / 2), rounded to nearest: a next layer's input."""
+    KW, PAD = BK // 2, 4 if layout == "pad" else 0
+    RW, TM, TN = KW + PAD, BM // WARPS_M, BN // WARPS_N
+    MI, NI, threads = TM // 16, TN // 8, 32 * WARPS_M * WARPS_N
+    if layout not in LAYOUTS or BK % 16 or TM % 16 or TN % 16 or (layout == "swizzle" and KW != 16):
+        raise ValueError(f"tiles {BM}x{BN}x{BK}, warps {WARPS_M}x{WARPS_N}, {layout}: see make_tc_gemm")
+    if (BM * KW // 4) % threads or (BN * KW // 4) % threads:
+        raise ValueError(f"{threads} threads cannot copy {BM}x{BK} and {BN}x{BK} tiles in 16-byte pieces")
+    if stages * (BM + BN) * RW * 4 > 48 * 1024:
+        raise ValueError(f"{stages * (BM + BN) * RW * 4} bytes of shared memory: at most 48 KB (static)")
+    fetch = make_fetch(BM, BN, KW, RW, threads, layout, use_async=stages > 1)
+    warp_step = make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape)
+    lane_offsets, KSTEPS = make_lane_offsets(KW, RW, layout), KW // 8
+    ALIGN, STAGES, RELU, HALF, pack = None if SIMULATOR else 16, stages, relu, half, mma.pack_f16x2
+    A_ROWS, B_ROWS = stages * BM, stages * BN  # the shared rings (shapes: compile-time constants)
+    if stages > 1:
+        commit, wait = async_copy.commit, async_copy.make_wait(stages - 2)
+
+    def origin():
+        """(thread, lane, warp row, warp column) of this thread."""
+        t = cuda.threadIdx.x
+        w = t >> 5
+        return t, t & 31, w // WARPS_N, w % WARPS_N
+
+    origin = cuda.jit(device=True, inline="always")(origin)
+
+    @cuda.jit(device=True, inline="always")
+    def store(C, bias, acc, row0, col0, wm, wn, lane):
+        """The epilogue: each lane's accumulators (+ bias, ReLU) into C, where the C fragment says."""
+        g, q = lane >> 2, lane & 3
+        for mi in range(MI):
+            for ni in range(NI):
+                c = col0 + wn * TN + ni * 8 + 2 * q
+                for h in range(2):  # c0, c1 on row g; c2, c3 on row g + 8
+                    r = row0 + wm * TM + mi * 16 + g + 8 * h
+                    v0, v1 = acc[mi, ni, 2 * h] + bias[c], acc[mi, ni, 2 * h + 1] + bias[c + 1]
+                    if RELU:
+                        v0, v1 = max(v0, float32(0.0)), max(v1, float32(0.0))
+                    if HALF:  # the next layer's input: two float16 in one word
+                        C[r, c >> 1] = pack(v0, v1)
+                    else:
+                        C[r, c], C[r, c + 1] = v0, v1
+
+    def tc_gemm(A, B, bias, C):
+        """C = A @ B.T + bias: A (m, k/2), B (n, k/2) uint32 words of float16, bias (n,), C (m, n) f32."""
+        sA = cuda.shared.array((A_ROWS, RW), uint32, alignment=ALIGN)
+        sB = cuda.shared.array((B_ROWS, RW), uint32, alignment=ALIGN)
+        acc = cuda.local.array((MI, NI, 4), float32)
+        af = cuda.local.array((MI, 4), uint32)
+        bf = cuda.local.array((NI, 2), uint32)
+        t, lane, wm, wn = origin()
+        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        for mi in range(MI):
+            for ni in range(NI):
+                for i in range(4):
+                    acc[mi, ni, i] = float32(0.0)
+        a_off = cuda.local.array(KSTEPS, uint32)
+        b_off = cuda.local.array(KSTEPS, uint32)
+        lane_offsets(lane, wm * TM, wn * TN, a_off, b_off)
+        tiles = A.shape[1] // KW
+        for s in range(tiles):
+            cuda.syncthreads()  # everyone has read the last tile
+            fetch(A, B, sA, sB, 0, row0, col0, s * KW, t)
+            cuda.syncthreads()  # everyone's pieces are in
+            warp_step(sA, sB, 0, a_off, b_off, af, bf, acc)
+        store(C, bias, acc, row0, col0, wm, wn, lane)
+
+    def tc_gemm_pipelined(A, B, bias, C):
+        """tc_gemm with the tiles copied by cp.async STAGES - 1 tiles ahead, one barrier a tile."""
+        sA = cuda.shared.array((A_ROWS, RW), uint32, alignment=ALIGN)
+        sB = cuda.shared.array((B_ROWS, RW), uint32, alignment=ALIGN)
+        acc = cuda.local.array((MI, NI, 4), float32)
+        af = cuda.local.array((MI, 4), uint32)
+        bf = cuda.local.array((NI, 2), uint32)
+        t, lane, wm, wn = origin()
+        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        for mi in range(MI):
+            for ni in range(NI):
+                for i in range(4):
+                    acc[mi, ni, i] = float32(0.0)
+        a_off = cuda.local.array(KSTEPS, uint32)
+        b_off = cuda.local.array(KSTEPS, uint32)
+        lane_offsets(lane, wm * TM, wn * TN, a_off, b_off)
+        tiles = A.shape[1] // KW
+        for s in range(STAGES - 1):  # the first tiles on their way
+            if s < tiles:
+                fetch(A, B, sA, sB, s, row0, col0, s * KW, t)
+            commit()  # a group every time, even empty: the wait counts groups
+        for s in range(tiles):
+            wait()  # this thread's pieces of tile s have landed ...
+            cuda.syncthreads()  # ... everyone's have, and everyone has read tile s - 1's stage
+            if s + STAGES - 1 < tiles:  # into the stage tile s - 1 used
+                fetch(A, B, sA, sB, (s + STAGES - 1) % STAGES, row0, col0, (s + STAGES - 1) * KW, t)
+            commit()
+            warp_step(sA, sB, s % STAGES, a_off, b_off, af, bf, acc)
+        store(C, bias, acc, row0, col0, wm, wn, lane)
+
+    kernel = tc_gemm_pipelined if stages > 1 else tc_gemm
+    if SIMULATOR:
+        return cuda.jit(kernel)
+    # the pipelined kernel fits 128 registers (two blocks an SM) without spilling; the others take more
+    return cuda.jit(launch_bounds=(threads, 2 if stages > 1 else 1))(kernel)
+
+
+def threads_per_block(tiles) -> int:
+    """Threads of a block of `make_tc_gemm(**tiles)`."""
+    return 32 * tiles["WARPS_M"] * tiles["WARPS_N"]
+
+
+def launch(kernel, tiles, A, B, bias, C):
+    """kernel[grid, block](words(A), words(B), bias, C) for float16 A (m, k), B (n, k) (Chapter 6, 06d):
+    on the CPU tracer under the simulator (`trace.launch`), checked against the tiles first."""
+    from cudalearn.trace import launch as trace_launch
+
+    (m, k), n = A.shape, B.shape[0]
+    check_shapes(tiles, m, n, k)
+    grid = (n // tiles["BN"], m // tiles["BM"])
+    trace_launch(kernel, grid, threads_per_block(tiles), words(A), words(B), bias, C)
