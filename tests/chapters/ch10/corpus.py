@@ -180,6 +180,22 @@ MUTATIONS = [
         ("        if tid < stride:\n", "        if tid + stride < BLOCK:\n"),
     ),
     valid("sum-block-128", "array_sum", "blocks of 128 threads", ("BLOCK = 64", "BLOCK = 128")),
+    valid("sum-block-32", "array_sum", "blocks of one warp, 32 threads", ("BLOCK = 64", "BLOCK = 32")),
+    wrong(
+        "sum-interleaved-one-warp",
+        "array_sum",
+        "interleaved addressing in blocks of one warp (BLOCK = 32): as many warp instructions as "
+        "sequential addressing, the busy lanes still scattered",
+        r"sum is right.*blocks of 32 threads a warp stored into shared memory from its lanes 0, 2, 4.*"
+        r"Hint: sequential addressing",
+        ("BLOCK = 64", "BLOCK = 32"),
+        ("    stride = BLOCK // 2\n", ""),
+        (
+            TREE,
+            "    stride = 1\n    while stride < BLOCK:\n        if tid % (2 * stride) == 0:\n"
+            "            s[tid] += s[tid + stride]\n        cuda.syncthreads()\n        stride *= 2\n",
+        ),
+    ),
     valid(
         "sum-while-stride",
         "array_sum",
@@ -202,7 +218,7 @@ MUTATIONS = [
         "array_sum",
         "interleaved addressing (the stride doubles, `if tid % (2 * stride) == 0:`), where the text asks "
         "for sequential addressing: the right sum, with divergent warps",
-        r"sum is right.*shared-memory stores, where sequential addressing issues at most.*interleaved "
+        r"sum is right.*a warp stored into shared memory from its lanes 0, 2, 4, .* only.*interleaved "
         r"addressing.*divergent warps.*Hint: sequential addressing",
         ("    stride = BLOCK // 2\n", ""),
         (

@@ -96,42 +96,44 @@ def _check_sum_case(results: list[tuple[float, np.ndarray, bool]], block: int, b
     raise AssertionError(f"`{name}` is {got!r}, expected {expected!r}{where}. Hint: {hint}")
 
 
-def _tree_stores(block: int) -> int:
-    """Shared store requests (warp instructions) of one block of sequential addressing, slack included.
+def _scattered_store(report: Any) -> list[int] | None:
+    """The lanes of the first shared store request whose lanes are not the first ones of their warp, or None.
 
-    Each warp writes its partials once (block / 32 requests), then each step of stride s is issued by the
-    ceil(s / 32) warps that hold a thread tid < s; one more store per warp is allowed for a kernel's own
-    choices (a slot zeroed first). Interleaved addressing issues each step on every warp that holds a
-    multiple of 2 s: many more.
+    In sequential addressing the threads that add at stride s are tid < s: in each warp a run of lanes
+    from lane 0 (the whole warp, or its first s lanes). Interleaved addressing's busy threads are the
+    multiples of 2 s, lanes 0, 2, 4, ... of every warp: scattered, the warp divergent.
     """
-    warps = -(-block // WARP)
-    steps = sum(-(-(block >> j) // WARP) for j in range(1, int(math.log2(block)) + 1))
-    return 2 * warps + steps
+    for requests in report.kept_requests.values():
+        for req in requests:
+            lanes = sorted(set(req.lanes))
+            if req.store and lanes != list(range(len(lanes))):
+                return lanes
+    return None
 
 
 def _check_sequential(report: Any, block: int, blocks: int) -> None:
-    """Raise unless the traced tree is sequential addressing: no bank conflict, its warps not divergent."""
+    """Raise unless the traced tree is sequential addressing: no bank conflict, no scattered busy lanes."""
     sequential = (
         "sequential addressing, which the exercise asks for: at each step the threads tid < stride add "
         "s[tid + stride] into s[tid], for stride = BLOCK // 2, BLOCK // 4, ..., 1, so the busy threads are "
         "the first ones (whole warps, the others skip the `if`) and the words they touch are consecutive "
         "(32 banks, one wavefront per request)."
     )
+    where = f"your kernel's sum is right, but traced with {blocks} blocks of {block} threads"
     if report.bank_conflicts:
         raise AssertionError(
-            f"your kernel's sum is right, but traced with {blocks} blocks of {block} threads its "
-            f"shared-memory requests had {report.bank_conflicts} bank conflict(s): the threads of a warp "
-            f"touch words 2 * stride apart (a strided index such as `index = 2 * stride * tid`), which "
-            f"share banks. Hint: {sequential}"
+            f"{where} its shared-memory requests had {report.bank_conflicts} bank conflict(s): the threads "
+            f"of a warp touch words 2 * stride apart (a strided index such as `index = 2 * stride * tid`), "
+            f"which share banks. Hint: {sequential}"
         )
-    most = blocks * _tree_stores(block)
-    if report.shared_store_requests > most:
+    lanes = _scattered_store(report)
+    if lanes is not None:
+        shown = ", ".join(map(str, lanes[:6])) + (", ..." if len(lanes) > 6 else "")
         raise AssertionError(
-            f"your kernel's sum is right, but traced with {blocks} blocks of {block} threads its warps "
-            f"issued {report.shared_store_requests} shared-memory stores, where sequential addressing "
-            f"issues at most {most}: the busy threads of each step are spread over every warp "
-            f"(interleaved addressing, `if tid % (2 * stride) == 0`), so every warp issues the addition "
-            f"for a few busy lanes (divergent warps). Hint: {sequential}"
+            f"{where} a warp stored into shared memory from its lanes {shown} only: the busy threads of a "
+            f"step are spread over the warp, and over every warp of a larger block (interleaved addressing, "
+            f"`if tid % (2 * stride) == 0`), so each warp issues the addition for a few busy lanes "
+            f"(divergent warps). Hint: {sequential}"
         )
 
 
@@ -143,8 +145,9 @@ def check_array_sum(kernel: Any, block: int, cases: Sequence[tuple[int, int]] | 
     and normal floats, compared with the float64 sum within gamma_k * sum|x|,
     k the float32 additions each element goes through (its thread's
     grid-stride loop, the tree's log2(block) steps, the blocks' atomics).
-    The tracer then checks a small case: no race, every barrier reached, and
-    one atomic per block.
+    The tracer then checks a small case: no race, every barrier reached,
+    one atomic per block, and sequential addressing (no bank conflict, the
+    busy lanes of each shared store the first ones of their warp).
     """
     if block < WARP or block & (block - 1):
         raise AssertionError(f"BLOCK is {block}: the tree halves it to 1, so use a power of two >= 32.")
