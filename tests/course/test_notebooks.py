@@ -29,6 +29,16 @@ def test_first_code_cell_is_the_setup_cell(path):
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
 
 
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_nbformat_4_5_with_cell_ids(path):
+    """Every notebook is nbformat 4.5 with a unique id on each cell (a lab keeps its solution's ids)."""
+    nb = nbformat.read(path, as_version=4)
+    rel = path.relative_to(ROOT)
+    assert (nb.nbformat, nb.nbformat_minor) >= (4, 5), f"{rel}: nbformat {nb.nbformat}.{nb.nbformat_minor}"
+    ids = [c.get("id") for c in nb.cells]
+    assert None not in ids and len(set(ids)) == len(ids), f"{rel}: a cell without an id, or an id twice"
+
+
 MIN_COMPARED = 1  # compared cells (first line `# NBVAL_CHECK_OUTPUT`) in every book chapter, at least
 # (a lab's outputs are mostly its checks, whose first line must be their docstring: solutions need none)
 FILL = "run `cudalearn outputs {path}` (it runs the notebook under the simulator, as CI does)"

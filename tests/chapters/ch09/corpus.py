@@ -270,12 +270,28 @@ MUTATIONS = [
         r"a int64: a NumPy integer: return a Python int",
         (FLOPS, "return np.prod([4, n, n, dim])"),
     ),
+    wrong(
+        "flops-true-division",
+        "attention_flops",
+        "N from a true division, (image / patch) ** 2, converted with int() at the end: right only where "
+        "the patch divides the image",
+        r"16 does not divide 44.*image // patch = 2 per side.*A true division \(image / patch\)",
+        ("n = (image // patch) ** 2", "n = (image / patch) ** 2"),
+        (FLOPS, "return int(4 * n * n * dim)"),
+    ),
+    wrong(
+        "flops-pixel-ratio",
+        "attention_flops",
+        "N as the image's pixels over a patch's pixels, image**2 // patch**2",
+        r"16 does not divide 44.*keeps only the whole patches.*N = \(image // patch\)\*\*2 = 4",
+        ("n = (image // patch) ** 2", "n = image * image // (patch * patch)"),
+    ),
     valid(
         "flops-int-of-float",
         "attention_flops",
-        "float arithmetic, converted with int() at the end",
-        ("n = (image // patch) ** 2", "n = (image / patch) ** 2"),
-        (FLOPS, "return int(4 * n * n * dim)"),
+        "float arithmetic for the count, N from int() of the patches per side (a floor, for positive sizes)",
+        ("n = (image // patch) ** 2", "n = int(image / patch) ** 2"),
+        (FLOPS, "return int(4.0 * n * n * dim)"),
     ),
     valid(
         "flops-tokens-product",

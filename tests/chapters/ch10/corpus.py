@@ -180,6 +180,22 @@ MUTATIONS = [
         ("        if tid < stride:\n", "        if tid + stride < BLOCK:\n"),
     ),
     valid("sum-block-128", "array_sum", "blocks of 128 threads", ("BLOCK = 64", "BLOCK = 128")),
+    valid("sum-block-32", "array_sum", "blocks of one warp, 32 threads", ("BLOCK = 64", "BLOCK = 32")),
+    wrong(
+        "sum-interleaved-one-warp",
+        "array_sum",
+        "interleaved addressing in blocks of one warp (BLOCK = 32): as many warp instructions as "
+        "sequential addressing, the busy lanes still scattered",
+        r"sum is right.*blocks of 32 threads a warp stored into shared memory from its lanes 0, 2, 4.*"
+        r"Hint: sequential addressing",
+        ("BLOCK = 64", "BLOCK = 32"),
+        ("    stride = BLOCK // 2\n", ""),
+        (
+            TREE,
+            "    stride = 1\n    while stride < BLOCK:\n        if tid % (2 * stride) == 0:\n"
+            "            s[tid] += s[tid + stride]\n        cuda.syncthreads()\n        stride *= 2\n",
+        ),
+    ),
     valid(
         "sum-while-stride",
         "array_sum",
@@ -197,16 +213,42 @@ MUTATIONS = [
         "the block's last thread does the atomic",
         ("    if tid == 0:\n", "    if tid == BLOCK - 1:\n"),
     ),
-    valid(
+    wrong(
         "sum-interleaved",
         "array_sum",
-        "interleaved addressing: the stride doubles, `if tid % (2 * stride) == 0:`",
+        "interleaved addressing (the stride doubles, `if tid % (2 * stride) == 0:`), where the text asks "
+        "for sequential addressing: the right sum, with divergent warps",
+        r"sum is right.*a warp stored into shared memory from its lanes 0, 2, 4, .* only.*interleaved "
+        r"addressing.*divergent warps.*Hint: sequential addressing",
         ("    stride = BLOCK // 2\n", ""),
         (
             TREE,
             "    stride = 1\n    while stride < BLOCK:\n        if tid % (2 * stride) == 0:\n"
             "            s[tid] += s[tid + stride]\n        cuda.syncthreads()\n        stride *= 2\n",
         ),
+    ),
+    wrong(
+        "sum-strided-index",
+        "array_sum",
+        "consecutive threads with a strided index (`index = 2 * stride * tid`), Harris's second kernel: the "
+        "right sum, with bank conflicts",
+        r"sum is right.*bank conflict\(s\).*strided index.*Hint: sequential addressing",
+        ("    stride = BLOCK // 2\n", ""),
+        (
+            TREE,
+            "    stride = 1\n    while stride < BLOCK:\n        index = 2 * stride * tid\n"
+            "        if index < BLOCK:\n            s[index] += s[index + stride]\n"
+            "        cuda.syncthreads()\n        stride *= 2\n",
+        ),
+    ),
+    wrong(
+        "sum-strides-ascending",
+        "array_sum",
+        "sequential addressing with the strides in the wrong order: 1, 2, 4, ... instead of BLOCK // 2 down",
+        r"^(?!.*only block 0).*strides run in the wrong order.*halves down to 1",
+        ("    stride = BLOCK // 2\n", "    stride = 1\n"),
+        ("    while stride > 0:  #", "    while stride < BLOCK:  #"),
+        ("        stride //= 2\n", "        stride *= 2\n"),
     ),
     valid(
         "sum-shuffles",
@@ -299,7 +341,8 @@ MUTATIONS = [
         "warp-no-out-guard",
         "warp_sums",
         "no guard on warps past the end of out",
-        r"outside",
+        r"^(?!.*not a multiple)(?!.*surplus).*outside.*out\[1\].*lane 0 of warp w writes out\[w\] only "
+        r"`if w < out\.shape\[0\]`",
         (LANE0, "if cuda.laneid == 0:"),
     ),
     wrong(
@@ -337,6 +380,34 @@ MUTATIONS = [
         r"out-of-bounds read of x\[",
         ("    if i < x.shape[0]:\n        v = x[i]\n", "    v = x[i]\n"),
     ),
+    wrong(
+        "warp-two-warps-per-block",
+        "warp_sums",
+        "the warp's index computed for blocks of 64 threads: "
+        "w = cuda.blockIdx.x * 2 + cuda.threadIdx.x // 32",
+        r"computed for blocks of 64 threads \(2 warp\(s\) a block, typed in\).*blocks of 32 threads",
+        ("    w = i // 32\n", "    w = cuda.blockIdx.x * 2 + cuda.threadIdx.x // 32\n"),
+    ),
+    wrong(
+        "warp-shared-memory",
+        "warp_sums",
+        "the warp's values through shared memory, added by lane 0 in a loop: right sums, no shuffle",
+        r"warp sums are right, but traced for n = 10 your kernel made \d+ shared-memory request\(s\), 0 "
+        r"shuffle\(s\).*through shuffles",
+        code=(
+            "@cuda.jit(device=True)\ndef warp_sum(v):\n    offset = 16\n    while offset > 0:\n"
+            "        v += cuda.shfl_xor_sync(FULL_MASK, v, offset)\n        offset //= 2\n    return v\n\n\n"
+            "@cuda.jit\ndef warp_sums(x, out):\n"
+            "    s = cuda.shared.array(1024, float32)\n"
+            "    i = cuda.grid(1)\n    t = cuda.threadIdx.x\n"
+            "    v = float32(0.0)\n    if i < x.shape[0]:\n        v = x[i]\n"
+            "    s[t] = v\n    cuda.syncthreads()\n"
+            "    w = i // 32\n"
+            "    if cuda.laneid == 0 and w < out.shape[0]:\n"
+            "        total = float32(0.0)\n        for k in range(32):\n            total += s[t + k]\n"
+            "        out[w] = total\n"
+        ),
+    ),
     valid(
         "warp-down",
         "warp_sums",
@@ -364,7 +435,7 @@ MUTATIONS = [
         "sm-no-max",
         "softmax_rows",
         "exp(x) without the max subtracted",
-        r"overflowed float32.*subtract the row's maximum",
+        r"^(?!.*not done yet)(?!.*never written).*overflowed float32.*subtract the row's maximum",
         (EXP, "math.exp(x[row, j])"),
         (EXP, "math.exp(x[row, j])"),
     ),
@@ -418,7 +489,7 @@ MUTATIONS = [
         "sm-no-row-guard",
         "softmax_rows",
         "no guard on warps past the last row",
-        r"outside",
+        r"^(?!.*swapped).*outside.*row 3 does not exist.*if row >= x\.shape\[0\]: return",
         (
             "    if row >= x.shape[0]:\n"
             "        return  # the whole warp leaves together: no lane is missing at a shuffle\n",
@@ -443,7 +514,8 @@ MUTATIONS = [
         "sm-init-zero",
         "softmax_rows",
         "the max starts at 0.0, not -inf (0 / 0 in a row of logits below -88)",
-        r"max starts at 0.*float32\(-math\.inf\)",
+        r"^(?!.*never written)(?!.*not done yet).*hold NaN or inf \(computed.*max starts at 0.*"
+        r"float32\(-math\.inf\)",
         ("float32(-math.inf)", "float32(0.0)"),
     ),
     wrong(
@@ -485,6 +557,38 @@ MUTATIONS = [
         "lane = cuda.threadIdx.x: the second warp of a block starts at column 32",
         r"never written.*cuda\.laneid, 0 to 31 in every warp",
         ("    lane = cuda.laneid\n", "    lane = cuda.threadIdx.x\n"),
+    ),
+    wrong(
+        "sm-row-two-warps-per-block",
+        "softmax_rows",
+        "the row computed for blocks of 64 threads: row = cuda.blockIdx.x * 2 + cuda.threadIdx.x // 32",
+        r"blocks of 32 threads.*never written.*a block of 32 threads holds 1 warp\(s\).*typed in",
+        ("    row = cuda.grid(1) // 32\n", "    row = cuda.blockIdx.x * 2 + cuda.threadIdx.x // 32\n"),
+    ),
+    wrong(
+        "sm-three-columns-a-lane",
+        "softmax_rows",
+        "each lane handles at most three columns (an unroll for rows of up to 96): long rows cut short",
+        r"x \(5, 300\).*never written.*up to the row's end.*however long the row: 300 columns",
+        (ROWS, "range(lane, min(n, 96), 32)"),
+        (ROWS, "range(lane, min(n, 96), 32)"),
+        (ROWS, "range(lane, min(n, 96), 32)"),
+    ),
+    wrong(
+        "sm-lane0-whole-row",
+        "softmax_rows",
+        "lane 0 of each warp does the whole row in three loops, the other lanes return: no shuffle",
+        r"softmax rows are right, but traced for x \(2, 20\) your kernel made 0 shuffle\(s\) for 2 warp\(s\)"
+        r".*through shuffles",
+        (
+            "    if row >= x.shape[0]:\n",
+            "    if row >= x.shape[0] or cuda.laneid != 0:\n",
+        ),
+        (ROWS, "range(0, n)"),
+        ("    m = warp_max(m)  # the row's max, in every lane\n", ""),
+        (ROWS, "range(0, n)"),
+        (SUM + "\n", ""),
+        (ROWS, "range(0, n)"),
     ),
     valid(
         "sm-finite-init",

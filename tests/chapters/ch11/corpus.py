@@ -149,6 +149,29 @@ MUTATIONS = [
         ),
     ),
     wrong(
+        "tp-size-from-in-features",
+        "shard_mlp",
+        "takes the shard size from fc1's input width: fc1.in_features // world instead of h // world",
+        r"^(?!.*torch\.split).*rank 0's w1 has shape \(3, 6\).*that is d_in // N = 6 // 2: "
+        r"fc1\.in_features.*split over the hidden features",
+        ("size = fc1.out_features // world", "size = fc1.in_features // world"),
+    ),
+    wrong(
+        "tp-size-from-output",
+        "shard_mlp",
+        "takes the shard size from fc2's output width: fc2.out_features // world",
+        r"^(?!.*torch\.split).*rank 0's w1 has shape \(5, 6\).*d_out // N = 10 // 2: fc2\.out_features",
+        ("size = fc1.out_features // world", "size = fc2.out_features // world"),
+    ),
+    wrong(
+        "tp-w1-sliced-columns",
+        "shard_mlp",
+        "slices fc1.weight's columns with the hidden slice: rank 0 gets the whole weight, rank 1 none of it",
+        r"whole of fc1\.weight.*slices the other axis: rank 1's w1 is \(16, 0\).*w1 takes rows of "
+        r"fc1\.weight: fc1\.weight\[a:b\]",
+        ('"w1": fc1.weight[rows]', '"w1": fc1.weight[:, rows]'),
+    ),
+    wrong(
         "tp-offset-rank-h",
         "shard_mlp",
         "starts rank r's rows at r * h instead of r * h / N",
@@ -289,6 +312,14 @@ MUTATIONS = [
         "rounds the shard down",
         r"round up.*⌈Ψ/N⌉ = 125001",
         ("shard = -(-n_params // world)", "shard = n_params // world"),
+    ),
+    wrong(
+        "zero-floor-plus-one",
+        "model_state_bytes",
+        "rounds up with n_params // world + 1: one parameter too many when N divides Ψ",
+        r"model_state_bytes\(7500000000, 64, 1\)\['optimizer'\].*N = 64 divides Ψ = 7500000000.*"
+        r"n_params // world \+ 1 rounds up only where N does not divide Ψ",
+        ("shard = -(-n_params // world)", "shard = n_params // world + 1"),
     ),
     valid(
         "zero-math-ceil",

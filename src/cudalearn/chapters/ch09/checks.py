@@ -338,14 +338,20 @@ def check_attention_flops(
     Compared with torch.utils.flop_counter on the course's Attention module
     (its batched matmuls only; the projections are not part of it), run on
     PyTorch's 'meta' device, where shapes flow and nothing is computed.
-    cases (image, patch, dim, heads).
+    cases (image, patch, dim, heads); by default one image that `patch` does not divide, whose partial
+    edge patches the patch embedding drops (N = (image // patch)**2).
     """
     import torch
 
     from cudalearn.chapters.ch09.model import Attention
     from cudalearn.nn.op_costs import op_flops
 
-    for image, patch, dim, heads in cases or [(32, 8, 16, 2), (48, 12, 10, 2), (224, 16, 192, 3)]:
+    for image, patch, dim, heads in cases or [
+        (32, 8, 16, 2),
+        (48, 12, 10, 2),
+        (224, 16, 192, 3),
+        (44, 16, 8, 2),
+    ]:
         n = (image // patch) ** 2
         attn = Attention(dim, heads).to("meta")
         x = torch.empty(1, n, dim, device="meta")
@@ -388,4 +394,15 @@ def check_attention_flops(
             )
         elif got == 4 * (image // patch) ** 2 * dim:
             hint = f"N is the number of tokens, (image // patch)**2 = {n}, not image // patch."
+        elif image % patch and got in {
+            f(4 * m * m * dim)
+            for m in (image**2 // patch**2, (-(-image // patch)) ** 2, (image / patch) ** 2)
+            for f in (int, round)
+        }:
+            hint = (
+                f"{patch} does not divide {image}: the patch embedding, a convolution of stride {patch}, "
+                f"keeps only the whole patches, image // patch = {image // patch} per side, so N = "
+                f"(image // patch)**2 = {n}. A true division (image / patch), pixels over patch pixels "
+                f"(image**2 // patch**2) or a rounded-up count also count the partial patches at the edges."
+            )
         checks.check_equal(got, expected, name=call, hint=hint)

@@ -27,6 +27,11 @@ def sum_mistakes(x: np.ndarray, block: int, blocks: int) -> dict[str, float]:
     first = z[: min(n, threads)]
     by_block = sum(z[g::block].sum() for g in range(min(n, threads)))  # step blockDim.x, not the grid's
     same = blocks * sum(z[t::threads].sum() for t in range(block))  # each block starts at threadIdx.x
+    rising = per_block.copy()  # sequential addressing with the strides 1, 2, 4, ...: the wrong order
+    stride = 1
+    while stride < block:
+        rising[:, :stride] += rising[:, stride : 2 * stride]
+        stride *= 2
     mistakes = {
         f"every thread of a block added the block's total to out[0] (out[0] is {block} times the sum): "
         f"only one thread per block, e.g. `if tid == 0:`, does the cuda.atomic.add": block * acc.sum(),
@@ -35,6 +40,11 @@ def sum_mistakes(x: np.ndarray, block: int, blocks: int) -> dict[str, float]:
         "out[0] got only thread 0's own elements from each block: the tree did not add the other "
         "threads' partials into s[0] (is the loop over strides there, adding s[tid + stride] into s[tid]?)": (
             per_block[:, 0].sum()
+        ),
+        "the tree's strides run in the wrong order: with sequential addressing (the threads tid < stride "
+        "add s[tid + stride] into s[tid]) the stride starts at BLOCK // 2 and halves down to 1; doubling it "
+        "from 1 adds into s[0] only s[1], s[2], s[4], ..., partials that no earlier step has added up": (
+            rising[:, 0].sum()
         ),
         "only block 0's sum reached out[0]: every block adds its sum, one cuda.atomic.add(out, 0, s[0]) "
         "per block, not only `cuda.blockIdx.x == 0`": per_block[0].sum(),

@@ -56,19 +56,33 @@ _OTHER_AXIS = {
 }
 
 
-def _shape_hint(key: str, shape: tuple, rank: int, world: int, d_in: int, hidden: int, d_out: int) -> str:
-    """Which usual mistake gives rank's `key` this shape."""
+def _shape_hint(
+    key: str, shapes: list[tuple], rank: int, world: int, d_in: int, hidden: int, d_out: int
+) -> str:
+    """Which usual mistake gives rank's `key` its shape; shapes: every rank's shape of `key`."""
+    shape = shapes[rank]
     hn = hidden // world
     own = f"rank·h/N = {rank * hn} up to (rank + 1)·h/N = {(rank + 1) * hn}"
     short = f"its share starts at rank·h/N = rank * (h // N), not rank * h; rank {rank}'s are {own}."
-    sliced = shape[1] if key == "w2" and len(shape) == 2 else shape[0] if shape else None
-    if world > 1 and sliced != hn and sliced in (world, d_in // world):
-        return (
-            f"rank {rank}'s {key} has {sliced} where h/N = {hn} belong: torch.split(t, size) cuts pieces of "
-            f"`size` each and torch.chunk(t, n) cuts n pieces. Split the hidden features (h = {hidden}) into "
-            f"N = {world} pieces: torch.chunk(t, world, dim)[rank], or the slice {own}."
-        )
     layer, axis, unit, form = _LAYOUT[key]
+    sliced = shape[1] if key == "w2" and len(shape) == 2 else shape[0] if shape else None
+    other_widths = {
+        d_in // world: f"d_in // N = {d_in} // {world}: fc1.in_features, the width of x",
+        d_out // world: f"d_out // N = {d_out} // {world}: fc2.out_features, the width of the output",
+    }
+    if world > 1 and sliced != hn and sliced != world and sliced in other_widths:
+        return (
+            f"rank {rank}'s {key} has {sliced} {unit} where h/N = {hn} belong: that is "
+            f"{other_widths[sliced]}. Both layers are split over the hidden features, h = fc1.out_features "
+            f"= fc2.in_features = {hidden}: size = h // N = {hn}, and rank r's slice is r·size to "
+            f"(r + 1)·size ({own})."
+        )
+    if world > 1 and sliced != hn and sliced == world:
+        return (
+            f"rank {rank}'s {key} has {sliced} {unit} where h/N = {hn} belong: torch.split(t, size) cuts "
+            f"pieces of `size` each and torch.chunk(t, n) cuts n pieces. Split the hidden features "
+            f"(h = {hidden}) into N = {world} pieces: torch.chunk(t, world, dim)[rank], or the slice {own}."
+        )
     want = {"w1": (hn, d_in), "b1": (hn,), "w2": (d_out, hn)}[key]
     if key in _OTHER_AXIS:
         other = 1 - axis
@@ -82,7 +96,19 @@ def _shape_hint(key: str, shape: tuple, rank: int, world: int, d_in: int, hidden
                 "b1 is fc1's whole bias: a column-parallel layer keeps the bias entries of its own output "
                 f"features, the same h/N = {hn} as w1's rows."
             )
-        return f"that is the whole of {layer}: each rank keeps h/N = {hn} of its {unit}, {own}."
+        whole = f"that is the whole of {layer}: each rank keeps h/N = {hn} of its {unit}, {own}"
+        other = 1 - axis
+        cut = [r for r, sh in enumerate(shapes) if len(sh) == 2 and sh[other] != shape[other]]
+        if key in _OTHER_AXIS and cut:
+            index = f"{layer}[a:b]" if axis == 0 else f"{layer}[:, a:b]"
+            wrong_index = f"{layer}[:, a:b]" if axis == 0 else f"{layer}[a:b]"
+            return (
+                f"{whole}. Yours slices the other axis: rank {cut[0]}'s {key} is {shapes[cut[0]]}. A slice "
+                f"{wrong_index} of the {('columns', 'rows')[axis]} keeps them all once it runs past the "
+                f"{shape[other]} there are (so rank {rank} got the whole tensor); {key} takes {unit} of "
+                f"{layer}: {index}."
+            )
+        return whole + "."
     fewer = len(shape) == len(want) and shape[axis] < hn
     if fewer and all(n == want[i] for i, n in enumerate(shape) if i != axis):
         return f"rank {rank} got {shape[axis]} {unit} of {layer} instead of h/N = {hn}: {short}"
@@ -133,9 +159,10 @@ def verify_shards(out: dict, world: int, d_in: int, hidden: int, d_out: int, see
                 )
             shape = tuple(got.shape)
             if shape != tuple(want[key].shape):
+                shapes = [tuple(getattr(s[key], "shape", ())) for s in out["shards"]]
                 raise AssertionError(
                     f"{call}: rank {rank}'s {key} has shape {shape}, expected {tuple(want[key].shape)}. "
-                    + f"Hint: {_shape_hint(key, shape, rank, world, d_in, hidden, d_out)}"
+                    + f"Hint: {_shape_hint(key, shapes, rank, world, d_in, hidden, d_out)}"
                 )
             if got.dtype != want[key].dtype:
                 raise AssertionError(

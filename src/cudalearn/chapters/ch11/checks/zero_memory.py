@@ -41,6 +41,13 @@ def _zero_hint(part: str, got: Any, n: int, world: int, stage: int, k: int) -> s
             f"round up: with Ψ = {n} not a multiple of N = {world}, each GPU's shard holds ⌈Ψ/N⌉ = {shard} "
             "parameters' worth (the last shard is padded): -(-n_params // world) in integers."
         )
+    if sharded and world > 1 and n % world == 0 and got == size * (floor + 1):
+        return (
+            f"N = {world} divides Ψ = {n}, so each shard holds exactly Ψ/N = {floor} parameters; "
+            "n_params // world + 1 rounds up only where N does not divide Ψ, and adds one parameter "
+            "where it does. The ceiling in integers is -(-n_params // world) (or (n_params + world - 1) "
+            "// world)."
+        )
     if world > 1 and got == -(-size * n // world) and got != size * shard:
         return "shard the parameters first, then count bytes: bytes per element times ⌈Ψ/N⌉."
     if stage == 0 and world > 1 and got in (size * shard, size * floor):
