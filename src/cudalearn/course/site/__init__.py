@@ -150,9 +150,11 @@ def for_site(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def write_sources(root: Path, src: Path) -> list[Path]:
-    """Sphinx's source folder for the course at `root`: pages, the book's notebooks to execute, the labs."""
+    """Sphinx's source folder for the course at `root`: pages, the book's notebooks to execute, the labs.
+
+    The labs are generated from solutions/ (`cudalearn labs build`'s text), never copied from labs/: a
+    lab saved in JupyterLab holds a student's answers and outputs (`published_warnings` says so)."""
     books = sorted((root / "book").glob("*.ipynb"))
-    lab_paths = sorted((root / "labs").glob("*.ipynb"))
     if not books:
         raise SiteBuildError(f"no notebooks in {root / 'book'}: is {root} the course's root?")
     for sub in ("book", "_labs"):
@@ -164,11 +166,33 @@ def write_sources(root: Path, src: Path) -> list[Path]:
         copy = src / "book" / path.name
         nbformat.write(for_site(labs.clean(nbformat.read(path, as_version=4))), copy)
         copies.append(copy)
-    for path in lab_paths:
-        shutil.copy(path, src / "_labs" / path.name)
+    lab_paths = []
+    for solution in sorted((root / "solutions").glob("*.ipynb")):
+        lab_paths.append(src / "_labs" / solution.name)
+        lab_paths[-1].write_text(labs.make_lab(solution))
     (src / "index.md").write_text(_index_page(books))
     (src / "labs.md").write_text(_labs_page(lab_paths))
     return copies
+
+
+def published_warnings(root: Path) -> list[str]:
+    """What of the working copy the site does not publish as it is: labs/ edited or stale, book/ with outputs.
+
+    The site publishes each lab as `labs build` generates it and each chapter's download cleaned of its
+    outputs (`cudalearn clean`'s text), so a notebook saved in JupyterLab never reaches the site."""
+    found = [
+        f"labs/{status.lab.name} {status.reason}: the site publishes the lab generated from "
+        f"solutions/{status.lab.name} (run `cudalearn labs build`, or `git checkout labs/{status.lab.name}`)"
+        for status in labs.check(root)
+        if not status.up_to_date and status.lab.exists()
+    ]
+    for path in sorted((root / "book").glob("*.ipynb")):
+        if path.read_text() != labs.committed_text(nbformat.read(path, as_version=4)):
+            found.append(
+                f"book/{path.name} holds outputs or editor metadata (saved in JupyterLab?): the site "
+                "publishes it cleaned of them (`cudalearn clean` does the same to the file)"
+            )
+    return found
 
 
 def _execute_one(path: Path, timeout: int) -> float:
@@ -265,6 +289,8 @@ def build(root: Path | str, out: Path | str, jobs: int = 2, log=print) -> dict[s
         # Sphinx writes into the work folder, then the site is copied out: MyST-NB puts a jupyter_execute/
         # folder beside its output folder, which must not land beside `out`.
         src, html = Path(tmp, "src"), Path(tmp, "html")
+        for warning in published_warnings(root):
+            log(f"warning: {warning}")
         t0 = time.perf_counter()
         copies = write_sources(root, src)
         log(f"executing {len(copies)} notebooks under the simulator, {jobs} at a time")
@@ -274,7 +300,8 @@ def build(root: Path | str, out: Path | str, jobs: int = 2, log=print) -> dict[s
         t0 = time.perf_counter()
         render(src, html)
         for path in sorted((root / "book").glob("*.ipynb")):  # downloads: the notebooks as committed
-            shutil.copy(path, html / "_sources" / "book" / path.name)
+            text = labs.committed_text(nbformat.read(path, as_version=4))
+            (html / "_sources" / "book" / path.name).write_text(text)
         shutil.copytree(html, out, dirs_exist_ok=True)
         times["render"] = time.perf_counter() - t0
     log(f"site written to {out} (execute {times['execute']:.0f} s, render {times['render']:.0f} s)")
