@@ -7,7 +7,8 @@ Each notebook runs from the top in a fresh Jupyter kernel (nbclient), in
 its own folder, as "Restart Kernel and Run All" would; the notebook file is
 not changed. Notebooks run side by side, one kernel per core (`--jobs`), and
 a kernel is stopped at once when its notebook is done (a graceful shutdown
-waited about 2.5 s per notebook for nothing); reports print in order. An
+waited about 2.5 s per notebook for nothing), the cores shared out among the
+kernels (`kernel_env`); reports print in order. An
 exercise is the code cell above a check cell (a code cell that opens with a
 docstring and calls a check), and it is:
 
@@ -30,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from cudalearn.course import kernel_env
 
 if TYPE_CHECKING:
     import nbformat
@@ -121,8 +124,8 @@ def _classify(reply: dict | None, before: dict | None, stopped: str) -> tuple[st
     return "fail", f"{ename}: {_plain(evalue)}"
 
 
-def run(path: Path | str, timeout: float = 600, kernel_name: str = "python3") -> Report:
-    """Run one lab notebook in a fresh kernel and report each exercise's check."""
+def run(path: Path | str, timeout: float = 600, kernel_name: str = "python3", jobs: int = 1) -> Report:
+    """Run one lab notebook in a fresh kernel (one of `jobs` at once) and report each exercise's check."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
@@ -155,7 +158,7 @@ def run(path: Path | str, timeout: float = 600, kernel_name: str = "python3") ->
     )
     stopped = ""
     try:
-        client.execute()
+        client.execute(env=kernel_env.side_by_side(jobs))
     except DeadKernelError:
         where = started[-1] + 1 if started else 0
         stopped = f"the kernel died while running cell {where}; run the notebook yourself to see why"
@@ -227,8 +230,9 @@ def command(args: argparse.Namespace) -> int:
         print(f"no notebooks in {', '.join(map(str, args.paths))}")
         return 1
     reports = []
-    with ThreadPoolExecutor(max(1, min(args.jobs, len(paths)))) as pool:  # each thread waits on its kernel
-        for report in pool.map(lambda path: run(path, timeout=args.timeout), paths):
+    jobs = max(1, min(args.jobs, len(paths)))
+    with ThreadPoolExecutor(jobs) as pool:  # each thread waits on its kernel
+        for report in pool.map(lambda path: run(path, timeout=args.timeout, jobs=jobs), paths):
             reports.append(report)
             print(show(report), flush=True)
     done = sum(r.passed for r in reports)
