@@ -6,8 +6,10 @@ with MyST-NB (`nb_execution_mode = "off"`: it only renders) and sphinx-book-them
 has the book's navigation, math typeset by a MathJax copied into the site (from the pinned
 `django-static-mathjax` package, so nothing is fetched from a CDN), the figures, an "Open in Colab"
 badge and button (the addresses of `cudalearn.course.colab`) and a download link to the notebook as
-committed. `labs.html` lists the labs with their Colab and download links. On the pages the setup
-cell is folded (its one-line report stays), and tqdm's widget bars and PyTorch's profiler chatter
+committed (cleaned of outputs). `labs.html` lists the labs with their Colab and download links, each
+lab as `labs build` generates it from solutions/, whatever labs/ holds; the build warns when the
+working copy of labs/ or book/ is not what it publishes (a notebook saved in JupyterLab). On the
+pages the setup cell is folded (its one-line report stays), and tqdm's widget bars and PyTorch's profiler chatter
 are left out: a static page has no kernel to drive a widget.
 
 Kernels get `MPLBACKEND=module://matplotlib_inline.backend_inline`, not `Agg`: under `Agg`,
