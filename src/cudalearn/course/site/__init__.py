@@ -9,8 +9,8 @@ badge and button (the addresses of `cudalearn.course.colab`) and a download link
 committed (cleaned of outputs). `labs.html` lists the labs with their Colab and download links, each
 lab as `labs build` generates it from solutions/, whatever labs/ holds; the build warns when the
 working copy of labs/ or book/ is not what it publishes (a notebook saved in JupyterLab). On the
-pages the setup cell is folded (its one-line report stays), and tqdm's widget bars and PyTorch's profiler chatter
-are left out: a static page has no kernel to drive a widget.
+pages the setup cell is folded (its one-line report stays), and tqdm's widget bars and PyTorch's
+profiler chatter are left out: a static page has no kernel to drive a widget.
 
 Kernels get `MPLBACKEND=module://matplotlib_inline.backend_inline`, not `Agg`: under `Agg`,
 `plt.show()` displays nothing and the pages would have no figures. The inline backend draws with Agg
