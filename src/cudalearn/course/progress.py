@@ -152,6 +152,8 @@ def run(path: Path | str, timeout: float = 600, kernel_name: str = "python3", jo
         error_on_timeout={"ename": "TimeoutError", "evalue": f"the cell ran for more than {timeout:g} s"},
         kernel_name=kernel_name,
         shutdown_kernel="immediate",  # the report is read from the replies: nothing to wait for
+        # ipykernel 7 warns on every start that its local TCP sockets are unencrypted: not news to a student
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
         resources={"metadata": {"path": str(path.parent.resolve())}},
         on_cell_execute=on_start,
         on_cell_executed=on_done,
