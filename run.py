@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """The course's two commands: set up and open the course, or set up and run the tests.
 
-    python3 run.py course   # creates .venv, installs the pinned set, opens JupyterLab on the course
-    python3 run.py test     # creates .venv, installs the pinned set, runs every check CI runs
+    python3 run.py course   # creates .venv, installs a student's pinned set, opens JupyterLab on the course
+    python3 run.py test     # creates .venv, installs the pinned set with CI's tools, runs every check CI runs
 
 Only the standard library is used here, so it works on a fresh clone.
 Setup is skipped when .venv already holds the set that constraints.txt and
-pyproject.toml describe.
+pyproject.toml describe (`test` adds CI's tools to a student's .venv).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,12 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".cudalearn-installed"
-INSTALL = ["-e", ".[course,test,site]", "numba-cuda[cu12]"]
+#: what each command installs, in steps (a line per step with its time): (title, pyproject extra)
+COURSE = ("the course: numba, numba-cuda with CUDA 12 NVRTC/NVVM, torch, JupyterLab, Triton", "course")
+CI_TOOLS = ("CI's and instructors' tools: pytest, nbval, ruff, nbgrader, Playwright, Sphinx", "test,site")
+STEPS = {"course": [COURSE], "test": [COURSE, CI_TOOLS]}
+#: the Jupyter configuration `run.py course` starts JupyterLab with (no news toast, no nbgrader UI)
+JUPYTER_CONFIG = ROOT / "jupyter-config"
 #: PyTorch's own index of CPU-only wheels: without an NVIDIA GPU, torch comes from here (about 200 MB)
 #: instead of the package registry's Linux wheel, which is the CUDA build and pulls GBs of CUDA libraries
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -83,25 +89,52 @@ def torch_cpu_first(pip: list, gpu: bool | None = None, index: str = TORCH_CPU_I
     return [*pip, "-c", "constraints.txt", "--extra-index-url", index, f"torch=={version}"]
 
 
-def setup() -> None:
-    """Create .venv and install the course with the pinned versions, unless already done."""
+def _step(n: int, total: int, title: str, cmd: list) -> bool:
+    """Run one install step with pip's own output, between a line that names it and one with its time."""
+    _say(f"step {n}/{total}: {title}")
+    t = time.time()
+    ok = _run(cmd) == 0
+    _say(f"step {n}/{total} {'done' if ok else 'FAILED'} in {time.time() - t:.0f} s")
+    return ok
+
+
+def installed_extras(want: str) -> set[str]:
+    """The extras .venv holds for the pinned set whose hash is `want` (empty when stale or missing)."""
+    try:
+        stamp = json.loads(STAMP.read_text())
+    except (OSError, ValueError):
+        return set()
+    return set(stamp.get("extras", [])) if stamp.get("hash") == want and PY.exists() else set()
+
+
+def setup(command: str = "course") -> None:
+    """Create .venv and install what `command` needs with the pinned versions, unless already done."""
     want = hashlib.sha256(
         (ROOT / "constraints.txt").read_bytes() + (ROOT / "pyproject.toml").read_bytes()
     ).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == want and PY.exists():
+    have = installed_extras(want)
+    steps = [(title, extra) for title, extra in STEPS[command] if not set(extra.split(",")) <= have]
+    if not steps:
         _say(".venv is up to date")
         return
     t0 = time.time()
     if not PY.exists():
         if _run([sys.executable, "-m", "venv", VENV]) != 0:
             sys.exit("could not create .venv (on Debian/Ubuntu: apt install python3-venv)")
-    pip = [PY, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    cpu_torch = torch_cpu_first(pip)
-    if cpu_torch is not None and _run(cpu_torch) != 0:
-        _say("the CPU build of torch did not install: installing torch from the package registry instead")
-    if _run(pip + ["-c", "constraints.txt", *INSTALL]) != 0:
-        sys.exit("pip install failed; see the messages above")
-    STAMP.write_text(want)
+    pip = [PY, "-m", "pip", "install", "--disable-pip-version-check"]
+    cpu_torch = torch_cpu_first(pip) if not have else None
+    total = len(steps) + (cpu_torch is not None)
+    n = 0
+    if cpu_torch is not None:
+        n += 1
+        if not _step(n, total, "torch, its CPU build (no NVIDIA GPU here)", cpu_torch):
+            _say("the CPU build of torch did not install: installing torch from the package registry instead")
+    for title, extra in steps:
+        n += 1
+        if not _step(n, total, title, pip + ["-c", "constraints.txt", "-e", f".[{extra}]"]):
+            sys.exit("pip install failed; see the messages above")
+        have |= set(extra.split(","))
+        STAMP.write_text(json.dumps({"hash": want, "extras": sorted(have)}))
     _say(f"setup took {time.time() - t0:.0f} s")
 
 
@@ -151,26 +184,42 @@ def test() -> int:
 
 
 def course_command(extra: list[str], root: Path = ROOT, bindir: Path = BIN) -> list[str]:
-    """The argv that opens JupyterLab on the course in `root`, at chapter 0; the browser test runs it too."""
+    """The argv that opens JupyterLab on the course in `root`, at chapter 0; the browser test runs it too.
+
+    As root (containers, cloud notebooks) JupyterLab refuses to start without --allow-root: it is passed
+    then, and only then."""
+    as_root = os.name == "posix" and os.geteuid() == 0
     return [
         str(bindir / "jupyter"),
         "lab",
         f"--ServerApp.root_dir={root}",
+        *(["--allow-root"] if as_root else []),
         str(root / "book" / "00-setup.ipynb"),
         *extra,
     ]
 
 
+def course_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment JupyterLab starts in: `environ` with jupyter-config/ first on JUPYTER_CONFIG_PATH.
+
+    jupyter-config/ turns off JupyterLab's news toast and update check and nbgrader's server and lab
+    extensions (an instructor's .venv has nbgrader; a student's has not), so students see the same lab."""
+    env = dict(os.environ if environ is None else environ)
+    rest = env.get("JUPYTER_CONFIG_PATH")
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join([str(JUPYTER_CONFIG), *([rest] if rest else [])])
+    return env
+
+
 def course(extra: list[str]) -> int:
     """Open JupyterLab on the course, at chapter 0."""
-    return _run(course_command(extra))
+    return _run(course_command(extra), env=course_env())
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("course", "test"):
         print(__doc__)
         return 2
-    setup()
+    setup(argv[0])
     return test() if argv[0] == "test" else course(argv[1:])
 
 

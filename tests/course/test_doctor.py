@@ -105,3 +105,13 @@ def test_versions_is_the_one_reading_of_package_versions():
     }
     assert doctor.versions(("no-such-dist-cudalearn",))["no-such-dist-cudalearn"] is None
     assert doctor.collect()["versions"] == {p: doctor.package_version(p) for p in doctor.PACKAGES}
+
+
+def test_a_missing_nvrtc_is_named_with_its_fix_in_either_mode():
+    """A wheel-only install without the CUDA 12 wheels: book 02's PTX cell fails, even in sim mode."""
+    for mode in ("gpu", "sim"):
+        [(blocking, title, fix)] = titles(plant(mode=mode, toolkit=None))
+        assert blocking and "NVRTC" in title and "libnvrtc.so.12" in title
+        assert fix == f'pip install "numba-cuda[cu12]=={doctor.PIN_NUMBA_CUDA}"'
+    report = doctor.report(plant(mode="sim", toolkit=None))
+    assert "no known problem found" not in report and "[BLOCKING] no CUDA NVRTC" in report

@@ -39,15 +39,31 @@ def test_environment_yml_pins_equal_constraints():
         )
 
 
-def test_every_direct_dependency_is_pinned_in_both():
+def _extra(project: dict, name: str) -> set[str]:
+    return {_name(r) for r in project["optional-dependencies"][name]}
+
+
+def test_every_direct_dependency_is_pinned_and_environment_yml_is_a_students():
+    """constraints.txt pins every direct dependency; environment.yml holds a student's set, nothing else."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    direct = {_name(r) for r in project["dependencies"]}
-    for extra in project["optional-dependencies"].values():
-        direct |= {_name(r) for r in extra}
+    student = {_name(r) for r in project["dependencies"]} | _extra(project, "course")
+    ci_only = (_extra(project, "test") | _extra(project, "site")) - student
     pins, env = constraints(), environment_pins()
-    for name in sorted(direct):
+    for name in sorted(student | ci_only):
         assert name in pins, f"{name} is a dependency but constraints.txt does not pin it"
-        assert name in env, f"{name} is a dependency but environment.yml does not list it"
+    assert set(env) == student, f"environment.yml: {sorted(set(env) ^ student)} (a student's set only)"
+    assert ci_only >= {"pytest", "nbval", "ruff", "nbgrader", "playwright", "sphinx"}, ci_only
+
+
+def test_run_py_course_installs_a_students_set_and_test_adds_ci_tools():
+    """`run.py course` installs the `course` extra only; `run.py test` adds `test` and `site`."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cudalearn_run_py_env", ROOT / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    extras = {cmd: {e for _, extra in steps for e in extra.split(",")} for cmd, steps in run.STEPS.items()}
+    assert extras == {"course": {"course"}, "test": {"course", "test", "site"}}
 
 
 def test_numpy_is_below_25_everywhere():

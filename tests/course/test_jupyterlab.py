@@ -1,11 +1,15 @@
-"""JupyterLab in a real browser (issue 8): the README's `python3 run.py course` works end to end.
+"""JupyterLab in a real browser (issues 8, 31): the README's `python3 run.py course` works end to end.
 
-The server is started with the very argv `run.py course` builds (run.course_command), headless, on a
-free local port, on a temporary copy of chapter 0 (so autosave can never write outputs into the
-repository's notebooks), with empty Jupyter and IPython directories (so nothing in ~/.jupyter leaks
-in) and with JupyterLab's news and update checks off (the network may be closed). Chromium opens the
-notebook, runs its first cells with Shift+Enter, and the mode line `cudalearn.setup()` prints must
-appear with `mode=sim`. The server is always shut down; a screenshot is kept in the test's tmp dir.
+The server is started with the very argv and environment `run.py course` builds (run.course_command,
+run.course_env: `--allow-root` when, and only when, the test runs as root, as CI's container does;
+jupyter-config/ first on JUPYTER_CONFIG_PATH), headless, on a free local port, on a temporary copy of
+chapter 0 and lab 0 (so autosave can never write outputs into the repository's notebooks), with empty
+Jupyter and IPython directories (so nothing in ~/.jupyter leaks in). Chromium opens chapter 0, runs its
+first cells with Shift+Enter, and the mode line `cudalearn.setup()` prints must appear with
+`mode=sim`; then lab 0, whose first check fails on the stub: its output must be the check's message in
+at most 10 lines. A student's lab has no news toast and no nbgrader (its server extensions log
+nothing, its Validate button is absent) even where nbgrader is installed, as it is in CI's .venv. The
+server is always shut down; screenshots are kept in the test's tmp dir.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ pytestmark = pytest.mark.site
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = Path("book") / "00-setup.ipynb"
+LAB = Path("labs") / "00-setup.ipynb"
+MAX_LINES = 10  # a failing check's output in the browser
 START_S, RUN_S = 90, 120  # bounds: the server answering, the first cells' output appearing
 
 
@@ -47,28 +53,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _jupyter_env(tmp: Path) -> dict[str, str]:
-    """The environment of the server: simulator mode, and Jupyter/IPython dirs of its own."""
+def _jupyter_env(tmp: Path, run) -> dict[str, str]:
+    """run.py's environment for JupyterLab, in simulator mode, with Jupyter/IPython dirs of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER") and k != "MPLBACKEND"}
     names = ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR")
     dirs = {name: tmp / name.lower() for name in names}
     for path in dirs.values():
         path.mkdir(parents=True, exist_ok=True)
-    # The front end's own news and update checks: never, and do not ask (a toast would cover the page).
-    settings = dirs["JUPYTER_CONFIG_DIR"] / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
-    )
     env.update({k: str(v) for k, v in dirs.items()})
     env["CUDALEARN_MODE"] = "sim"
-    return env
+    return run.course_env(env)
 
 
 def _get(url: str, token: str, timeout: float = 5) -> int:
     req = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return resp.status
+
+
+def _get_json(url: str, token: str, timeout: float = 10) -> dict:
+    req = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -109,9 +115,11 @@ def test_run_py_course_opens_chapter0_in_jupyterlab_and_runs_it_under_the_simula
         pytest.skip(f"no jupyter in {bindir}: install the course extra (pip install -e '.[course]')")
 
     course = tmp_path / "course"
-    (course / CHAPTER).parent.mkdir(parents=True)
-    shutil.copy2(ROOT / CHAPTER, course / CHAPTER)
-    repo_notebook = (ROOT / CHAPTER).read_bytes()
+    repo_notebooks = {}
+    for nb in (CHAPTER, LAB):
+        (course / nb).parent.mkdir(parents=True)
+        shutil.copy2(ROOT / nb, course / nb)
+        repo_notebooks[nb] = (ROOT / nb).read_bytes()
 
     port, token = _free_port(), secrets.token_hex(16)
     headless = [
@@ -120,12 +128,11 @@ def test_run_py_course_opens_chapter0_in_jupyterlab_and_runs_it_under_the_simula
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
-        "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
-    if os.name == "posix" and os.geteuid() == 0:  # CI containers run as root; Jupyter refuses without this
-        headless.append("--allow-root")
-    cmd = _run_py().course_command(headless, root=course, bindir=bindir)
+    run = _run_py()
+    cmd = run.course_command(headless, root=course, bindir=bindir)
+    as_root = os.name == "posix" and os.geteuid() == 0  # CI's container runs as root, as many others do
+    assert ("--allow-root" in cmd) == as_root, f"run.py course as {'root' if as_root else 'a user'}: {cmd}"
     log_path, shot = tmp_path / "jupyterlab.log", tmp_path / "jupyterlab.png"
     base = f"http://127.0.0.1:{port}"
     errors: list[str] = []
@@ -142,7 +149,7 @@ def test_run_py_course_opens_chapter0_in_jupyterlab_and_runs_it_under_the_simula
         proc = subprocess.Popen(
             cmd,
             cwd=course,
-            env=_jupyter_env(tmp_path),
+            env=_jupyter_env(tmp_path, run),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -162,6 +169,9 @@ def test_run_py_course_opens_chapter0_in_jupyterlab_and_runs_it_under_the_simula
                 pytest.fail(why(f"JupyterLab did not answer /api/status within {START_S} s"))
             time.sleep(0.5)
         t_server = time.monotonic() - t0
+        news = _get_json(f"{base}/lab/api/settings/@jupyterlab/apputils-extension:notification", token)
+        fetch = news["schema"]["properties"]["fetchNews"]  # JupyterLab's default is "none": a toast asks
+        assert fetch["default"] == "false", why(f"the news toast is not off: {fetch}")
 
         with browser() as ctx:
             page = ctx.new_page()
@@ -185,24 +195,50 @@ def test_run_py_course_opens_chapter0_in_jupyterlab_and_runs_it_under_the_simula
                 sizes = page.locator(".jp-OutputArea-output", has_text="ch0.vector_n here:").first
                 sizes.wait_for(timeout=30_000)
                 text = mode_line.inner_text()
+                validate = page.locator(".jp-NotebookPanel-toolbar", has_text="Validate").count()
+                page.screenshot(path=str(shot))
+
+                # Lab 0: its setup and import cells, the first exercise's stub, then its check fails.
+                page.goto(f"{base}/lab/tree/{LAB.as_posix()}?token={token}", timeout=60_000)
+                # chapter 0's panel is restored too, behind the lab's: the lab's prompts are the visible ones
+                prompt = page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputPrompt:visible").first
+                prompt.wait_for(timeout=60_000)
+                kernel_idle.wait_for(timeout=START_S * 1000)
+                prompt.click()
+                for _ in range(5):  # cells 1-5: setup, imports, a heading, the stub, the check
+                    page.keyboard.press("Shift+Enter")
+                failed = page.locator(
+                    ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                    has_text="AssertionError",
+                ).first
+                failed.wait_for(timeout=RUN_S * 1000)
+                check_output = failed.inner_text()
             except playwright.Error as exc:  # a timeout names the locator it waited for
                 pytest.fail(why(f"in the browser: {exc}"))
             finally:
                 try:  # never let a failed screenshot hide the real failure
-                    page.screenshot(path=str(shot))
+                    page.screenshot(path=str(shot.with_name("lab.png")))
                     print(f"screenshot: {shot}")
                 except Exception as exc:
                     print(f"no screenshot: {exc}")
                 print(f"browser console errors: {len(errors)}", *errors[-5:], sep="\n")
 
         assert "cudalearn: mode=sim" in text, why(f"unexpected mode line: {text!r}")
+        lines = check_output.strip().splitlines()
+        assert len(lines) <= MAX_LINES, why(f"a failing check shows {len(lines)} lines:\n{check_output}")
+        assert "not done yet" in check_output and "blocks_for" in check_output, why(check_output)
+        assert "%xmode Verbose" in check_output, why(check_output)
+        assert validate == 0, why("nbgrader's Validate button is in a student's notebook toolbar")
+        log = log_path.read_text(errors="replace")
+        assert "nbgrader" not in log.lower(), why("nbgrader's server extensions run in a student's lab")
         argv0 = _kernel_argv0(proc.pid)
         assert argv0 is not None, why("found no ipykernel process under the server")
         assert Path(argv0).parent == bindir, why(f"the kernel runs {argv0}, not the Python in {bindir}")
     finally:
         _stop(proc)
 
-    assert (ROOT / CHAPTER).read_bytes() == repo_notebook, "the repository's chapter 0 was modified"
+    for nb, before in repo_notebooks.items():
+        assert (ROOT / nb).read_bytes() == before, f"the repository's {nb} was modified"
     wall = time.monotonic() - t0
     print(f"server up after {t_server:.1f} s; whole test {wall:.1f} s")
     assert wall < 300, f"the JupyterLab test took {wall:.0f} s"

@@ -1,6 +1,8 @@
-"""run.py's setup choices (issue 17): PyTorch's CPU build first on a machine without an NVIDIA GPU."""
+"""run.py's setup choices: PyTorch's CPU build first without an NVIDIA GPU (issue 17); a step line per
+install group, a student's set apart from CI's, JupyterLab as root and as a user (issue 31)."""
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -46,3 +48,45 @@ def test_an_unreachable_cpu_index_falls_back_with_one_line(monkeypatch, capsys):
 
 def test_reachable_answers_quickly_for_a_refused_port():
     assert _run_py().reachable("http://127.0.0.1:9/", timeout=2) is False
+
+
+def test_jupyterlab_gets_allow_root_as_root_and_only_then(monkeypatch):
+    """JupyterLab refuses to start as root without --allow-root (containers, cloud notebooks run as root)."""
+    run = _run_py()
+    monkeypatch.setattr(run.os, "name", "posix")
+    monkeypatch.setattr(run.os, "geteuid", lambda: 0)
+    assert "--allow-root" in run.course_command([])
+    monkeypatch.setattr(run.os, "geteuid", lambda: 1000)
+    assert "--allow-root" not in run.course_command([])
+
+
+def test_jupyterlab_starts_with_the_course_config_first(tmp_path):
+    """jupyter-config/ first on JUPYTER_CONFIG_PATH: no news toast, no nbgrader UI (test_jupyterlab.py)."""
+    run = _run_py()
+    env = run.course_env({"JUPYTER_CONFIG_PATH": "/elsewhere"})
+    assert env["JUPYTER_CONFIG_PATH"].split(":") == [str(ROOT / "jupyter-config"), "/elsewhere"]
+    assert (ROOT / "jupyter-config" / "labconfig" / "default_setting_overrides.json").is_file()
+
+
+def test_setup_says_each_step_with_its_time_and_installs_only_what_is_missing(monkeypatch, tmp_path, capsys):
+    """A line per install step and its time; pip's own output is not silenced; `test` adds CI's tools."""
+    run = _run_py()
+    venv = tmp_path / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").touch()
+    monkeypatch.setattr(run, "PY", venv / "bin" / "python")
+    monkeypatch.setattr(run, "STAMP", venv / ".cudalearn-installed")
+    monkeypatch.setattr(run, "torch_cpu_first", lambda pip: None)
+    calls = []
+    monkeypatch.setattr(run, "_run", lambda cmd, **kw: calls.append([str(c) for c in cmd]) or 0)
+    run.setup("course")
+    assert [c[-1] for c in calls] == [".[course]"] and not any("-q" in c for c in calls)
+    out = capsys.readouterr().out
+    assert re.search(r"step 1/1: the course: .*\n.*\n?.*step 1/1 done in \d+ s", out), out
+    calls.clear()
+    run.setup("test")  # the course is there: only CI's and instructors' tools are added
+    assert [c[-1] for c in calls] == [".[test,site]"]
+    calls.clear()
+    run.setup("course")
+    run.setup("test")
+    assert calls == [] and ".venv is up to date" in capsys.readouterr().out

@@ -19,7 +19,7 @@ import nbformat
 import pytest
 
 from cudalearn import cli
-from cudalearn.course import colab, site
+from cudalearn.course import colab, labs, site
 from cudalearn.measure import reference
 
 pytestmark = pytest.mark.site
@@ -203,8 +203,34 @@ def test_labs_page_links_every_lab_to_colab_and_to_its_notebook(site_dir):
     }
     downloads = {Path(h).name: site_dir / h for h in hrefs if h.startswith("_downloads/")}
     assert sorted(downloads) == [p.name for p in LABS]
-    for lab in LABS:
-        assert downloads[lab.name].read_bytes() == lab.read_bytes(), lab.name
+    for lab in LABS:  # what `cudalearn labs build` writes, whatever the working copy of labs/ holds
+        assert downloads[lab.name].read_text() == labs.make_lab(ROOT / "solutions" / lab.name), lab.name
+
+
+def test_a_lab_saved_with_answers_is_not_published_and_the_build_says_so(tmp_path):
+    """A lab and a chapter saved in JupyterLab (answers, outputs): the site takes neither as it is."""
+    for folder in ("book", "solutions", "labs"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "00-setup.ipynb").write_bytes((ROOT / folder / "00-setup.ipynb").read_bytes())
+    lab = nbformat.read(tmp_path / "labs" / "00-setup.ipynb", as_version=4)
+    answer = next(c for c in lab.cells if "raise NotImplementedError()" in c.source)
+    answer.source = answer.source.replace("raise NotImplementedError()", "return -(-n // threads)")
+    answer.outputs = [nbformat.v4.new_output("stream", text="a student's output\n")]
+    nbformat.write(lab, tmp_path / "labs" / "00-setup.ipynb")
+    book = nbformat.read(tmp_path / "book" / "00-setup.ipynb", as_version=4)
+    code = next(c for c in book.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", text="run in JupyterLab\n")]
+    nbformat.write(book, tmp_path / "book" / "00-setup.ipynb")
+
+    warnings = site.published_warnings(tmp_path)
+    assert len(warnings) == 2, warnings
+    assert "labs/00-setup.ipynb differs from its solution notebook" in warnings[0]
+    assert "book/00-setup.ipynb holds outputs" in warnings[1]
+    site.write_sources(tmp_path, tmp_path / "src")
+    published = (tmp_path / "src" / "_labs" / "00-setup.ipynb").read_text()
+    assert published == labs.make_lab(ROOT / "solutions" / "00-setup.ipynb")
+    assert "a student's output" not in published and "-(-n // threads)" not in published
+    assert site.published_warnings(ROOT) == [], "the repository's labs/ or book/ would not be published as is"
 
 
 def test_no_page_loads_anything_from_another_host(site_dir):

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from cudalearn.checks import tracebacks  # noqa: F401  (in a notebook: a failing check shows its message)
 from cudalearn.checks.answer_types import type_name
 
 NOT_DONE = (

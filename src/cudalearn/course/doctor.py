@@ -180,12 +180,15 @@ def diagnose(env: dict[str, Any]) -> list[Problem]:
                 "use torch.float16 instead of torch.bfloat16 here, or a GPU of sm_80 or newer",
             )
         )
-    if env.get("toolkit") is None and env.get("mode") == "gpu":
+    if env.get("toolkit") is None:  # in sim mode too: book 02 and the labs compile kernels to real PTX
         problems.append(
             Problem(
                 True,
-                "no CUDA toolkit (NVRTC) found for Numba",
-                "Numba needs NVRTC and libNVVM to compile kernels.",
+                "no CUDA NVRTC found for Numba (libnvrtc.so.12: the nvidia-cuda-nvrtc-cu12 wheel)",
+                "numba-cuda compiles kernels with NVRTC and libNVVM: without them every kernel fails on a "
+                "GPU, and book 02's PTX cell and the labs' compile checks fail in sim mode too "
+                "(DynamicLibNotFoundError: libnvrtc.so.13 or libnvrtc.so.12). The CUDA 12 wheels come with "
+                "numba-cuda's cu12 extra, a dependency of cudalearn.",
                 f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}"',
             )
         )

@@ -6,9 +6,11 @@ with MyST-NB (`nb_execution_mode = "off"`: it only renders) and sphinx-book-them
 has the book's navigation, math typeset by a MathJax copied into the site (from the pinned
 `django-static-mathjax` package, so nothing is fetched from a CDN), the figures, an "Open in Colab"
 badge and button (the addresses of `cudalearn.course.colab`) and a download link to the notebook as
-committed. `labs.html` lists the labs with their Colab and download links. On the pages the setup
-cell is folded (its one-line report stays), and tqdm's widget bars and PyTorch's profiler chatter
-are left out: a static page has no kernel to drive a widget.
+committed (cleaned of outputs). `labs.html` lists the labs with their Colab and download links, each
+lab as `labs build` generates it from solutions/, whatever labs/ holds; the build warns when the
+working copy of labs/ or book/ is not what it publishes (a notebook saved in JupyterLab). On the
+pages the setup cell is folded (its one-line report stays), and tqdm's widget bars and PyTorch's
+profiler chatter are left out: a static page has no kernel to drive a widget.
 
 Kernels get `MPLBACKEND=module://matplotlib_inline.backend_inline`, not `Agg`: under `Agg`,
 `plt.show()` displays nothing and the pages would have no figures. The inline backend draws with Agg
@@ -17,7 +19,6 @@ too, with no display.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from cudalearn.course import colab, labs
+from cudalearn.course import colab, kernel_env, labs
 from cudalearn.measure import reference
 
 CONF_DIR = Path(__file__).resolve().parent
@@ -150,9 +151,11 @@ def for_site(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def write_sources(root: Path, src: Path) -> list[Path]:
-    """Sphinx's source folder for the course at `root`: pages, the book's notebooks to execute, the labs."""
+    """Sphinx's source folder for the course at `root`: pages, the book's notebooks to execute, the labs.
+
+    The labs are generated from solutions/ (`cudalearn labs build`'s text), never copied from labs/: a
+    lab saved in JupyterLab holds a student's answers and outputs (`published_warnings` says so)."""
     books = sorted((root / "book").glob("*.ipynb"))
-    lab_paths = sorted((root / "labs").glob("*.ipynb"))
     if not books:
         raise SiteBuildError(f"no notebooks in {root / 'book'}: is {root} the course's root?")
     for sub in ("book", "_labs"):
@@ -164,14 +167,36 @@ def write_sources(root: Path, src: Path) -> list[Path]:
         copy = src / "book" / path.name
         nbformat.write(for_site(labs.clean(nbformat.read(path, as_version=4))), copy)
         copies.append(copy)
-    for path in lab_paths:
-        shutil.copy(path, src / "_labs" / path.name)
+    lab_paths = []
+    for solution in sorted((root / "solutions").glob("*.ipynb")):
+        lab_paths.append(src / "_labs" / solution.name)
+        lab_paths[-1].write_text(labs.make_lab(solution))
     (src / "index.md").write_text(_index_page(books))
     (src / "labs.md").write_text(_labs_page(lab_paths))
     return copies
 
 
-def _execute_one(path: Path, timeout: int) -> float:
+def published_warnings(root: Path) -> list[str]:
+    """What of the working copy the site does not publish as it is: labs/ edited or stale, book/ with outputs.
+
+    The site publishes each lab as `labs build` generates it and each chapter's download cleaned of its
+    outputs (`cudalearn clean`'s text), so a notebook saved in JupyterLab never reaches the site."""
+    found = [
+        f"labs/{status.lab.name} {status.reason}: the site publishes the lab generated from "
+        f"solutions/{status.lab.name} (run `cudalearn labs build`, or `git checkout labs/{status.lab.name}`)"
+        for status in labs.check(root)
+        if not status.up_to_date and status.lab.exists()
+    ]
+    for path in sorted((root / "book").glob("*.ipynb")):
+        if path.read_text() != labs.committed_text(nbformat.read(path, as_version=4)):
+            found.append(
+                f"book/{path.name} holds outputs or editor metadata (saved in JupyterLab?): the site "
+                "publishes it cleaned of them (`cudalearn clean` does the same to the file)"
+            )
+    return found
+
+
+def _execute_one(path: Path, timeout: int, jobs: int = 2) -> float:
     """Execute one notebook copy in place, in its folder; raise SiteBuildError naming the failing cell."""
     from nbclient import NotebookClient
 
@@ -185,6 +210,7 @@ def _execute_one(path: Path, timeout: int) -> float:
         nb,
         timeout=timeout,
         kernel_name="python3",
+        shutdown_kernel="immediate",  # the outputs are in `nb`: a graceful shutdown waited ~2.5 s for nothing
         resources={"metadata": {"path": str(path.parent)}},
         on_cell_start=on_cell_start,
         # ipykernel 7 warns on every start that its local TCP sockets are unencrypted: not news here.
@@ -192,7 +218,7 @@ def _execute_one(path: Path, timeout: int) -> float:
     )
     t0 = time.perf_counter()
     try:
-        client.execute(env={**os.environ, **KERNEL_ENV})
+        client.execute(env={**kernel_env.side_by_side(jobs), **KERNEL_ENV})
     except Exception as e:
         where = f"book/{path.name}"
         if "index" in current:
@@ -211,7 +237,7 @@ def execute(paths: list[Path], jobs: int = 2, timeout: int = 600) -> dict[str, f
     order = sorted(paths, key=lambda p: p.stat().st_size, reverse=True)
     seconds: dict[str, float] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(_execute_one, p, timeout): p for p in order}
+        futures = {pool.submit(_execute_one, p, timeout, jobs): p for p in order}
         done, pending = wait(futures, return_when=FIRST_EXCEPTION)
         for f in pending:
             f.cancel()
@@ -265,6 +291,8 @@ def build(root: Path | str, out: Path | str, jobs: int = 2, log=print) -> dict[s
         # Sphinx writes into the work folder, then the site is copied out: MyST-NB puts a jupyter_execute/
         # folder beside its output folder, which must not land beside `out`.
         src, html = Path(tmp, "src"), Path(tmp, "html")
+        for warning in published_warnings(root):
+            log(f"warning: {warning}")
         t0 = time.perf_counter()
         copies = write_sources(root, src)
         log(f"executing {len(copies)} notebooks under the simulator, {jobs} at a time")
@@ -274,7 +302,8 @@ def build(root: Path | str, out: Path | str, jobs: int = 2, log=print) -> dict[s
         t0 = time.perf_counter()
         render(src, html)
         for path in sorted((root / "book").glob("*.ipynb")):  # downloads: the notebooks as committed
-            shutil.copy(path, html / "_sources" / "book" / path.name)
+            text = labs.committed_text(nbformat.read(path, as_version=4))
+            (html / "_sources" / "book" / path.name).write_text(text)
         shutil.copytree(html, out, dirs_exist_ok=True)
         times["render"] = time.perf_counter() - t0
     log(f"site written to {out} (execute {times['execute']:.0f} s, render {times['render']:.0f} s)")
