@@ -3,7 +3,7 @@
 Also: the test areas' markers (registered in pyproject.toml, `--strict-markers`), `--lab NN` to run one
 lab's mutation corpus and nothing else, and the time each area took, printed at the end of the run.
 `run.py test` runs pytest on every core with `--dist loadfile`: a test file (a module's fixtures, a lab's
-corpus, a notebook's cells) runs in one worker, in order.
+corpus, a notebook's cells) runs in one worker, in order, and each worker's processes share its cores.
 """
 
 import os
@@ -18,8 +18,13 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `mutations` and `browser`, from any test folder
 
 import cudalearn  # noqa: E402
+from cudalearn.course import kernel_env  # noqa: E402
 
 cudalearn.setup(quiet=True)
+# pytest-xdist runs a worker per core, and each worker's notebook kernels (nbval), judges and subprocesses
+# inherit this environment: one CPU thread each for PyTorch and the BLAS, as side by side kernels need
+# (course/kernel_env.py says why: threads spinning on barriers of parked threads cost several-fold).
+os.environ.update(kernel_env.side_by_side(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
 
 #: marker -> what it marks; an area's time is printed under its marker (`other` for the rest)
 AREAS = ("corpus", "grader", "notebooks", "site", "compile")
