@@ -41,3 +41,20 @@ def table_lines(stored):
             f"{per_ffma(stored[name]):>10.1f}"
         )
     return lines
+
+
+NOTES = (  # (what a SASS line contains, what it does in the padded loop), first match wins
+    ("LDS", "<- a shared load (sA or sB)"),
+    ("FFMA", "<- the multiply-add"),
+    ("0x80000000", "<- the index's sign bit"),
+    ("SHF.R.S32.HI", "<- sign of the index: all ones if negative"),
+    ("LOP3.LUT", "<- AND: 33 if the index is negative, else 0"),
+    ("0x21", "<- times 33, the padded row length"),
+    (".EX", "<- a 64-bit compare (high half)"),
+    ("SEL", "<- the 64-bit loop counter's select"),
+)
+
+
+def note(line):
+    """A short gloss of one SASS line of the padded loop, for the chapter's listing ('' if none)."""
+    return next((text for key, text in NOTES if key in line), "")
