@@ -30,7 +30,7 @@ from pathlib import Path
 
 import nbformat
 
-from cudalearn.course import colab, labs
+from cudalearn.course import book, colab, labs
 from cudalearn.measure import reference
 
 CONF_DIR = Path(__file__).resolve().parent
@@ -56,16 +56,11 @@ def title(path: Path) -> str:
     return first.splitlines()[0].lstrip("#").strip()
 
 
-def _chapter(path: Path) -> str:
-    """'3' for book/03-tiling.ipynb: the chapter number in a file name (labs page)."""
-    return str(int(path.name.split("-", 1)[0]))
-
-
 def _index_page(books: list[Path]) -> str:
     """The site's front page: what the course is, where its GPU figures come from, the table of contents."""
     runs = list(dict.fromkeys(run.label for run in reference.index()))  # each device and date once
     runs_text = "; ".join(runs) if runs else "none stored yet"
-    toc = "\n".join(f"book/{p.stem}" for p in books)
+    toc = "\n".join(f"book/{p.stem}" for p in books)  # a deep dive (05a-...) right after its chapter
     return f"""# cudalearn: how CUDA powers deep learning
 
 An open course, as Jupyter notebooks with GPU labs, for readers who know Python and a little deep
@@ -77,6 +72,9 @@ These pages were executed on a machine **without a GPU**, under Numba's CUDA sim
 (`mode=sim`): sizes are small, and every GPU figure shown comes from a stored reference run on a
 real GPU, labelled with its device and date ({runs_text}). To run a chapter on a GPU, open it in
 Colab with the badge at its top, or download it.
+
+Each chapter is one notebook to read in one sitting. Some are followed by short deep dives (5a, 5b,
+...), each on one idea the chapter links to; the labs follow the chapters, not the deep dives.
 
 ```{{toctree}}
 :caption: Chapters
@@ -97,7 +95,7 @@ labs
 def _labs_page(lab_paths: list[Path]) -> str:
     """The labs index: each lab with its Colab link and its notebook to download."""
     rows = [
-        f"| {_chapter(p)} | {title(p).split('·', 1)[-1].strip()} "
+        f"| {book.part(p).number} | {title(p).split('·', 1)[-1].strip()} "
         f"| [![Open In Colab]({BADGE})]({colab.colab_url(f'labs/{p.name}')}) "
         f"| {{download}}`{p.name} <_labs/{p.name}>` |"
         for p in lab_paths
@@ -151,7 +149,7 @@ def for_site(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def write_sources(root: Path, src: Path) -> list[Path]:
     """Sphinx's source folder for the course at `root`: pages, the book's notebooks to execute, the labs."""
-    books = sorted((root / "book").glob("*.ipynb"))
+    books = [p.path for p in book.notebooks(root)]  # chapters and their deep dives, in reading order
     lab_paths = sorted((root / "labs").glob("*.ipynb"))
     if not books:
         raise SiteBuildError(f"no notebooks in {root / 'book'}: is {root} the course's root?")
