@@ -46,6 +46,25 @@ def stored(key: str) -> tuple[dict[str, Any] | None, str]:
     return figures, reference.label(data, key) if figures is not None else "no stored run"
 
 
+def one_run(*keys: str) -> bool:
+    """Whether the figures of `keys` come from one run: measured now on a GPU, or stored in one file.
+
+    A ratio between two figures means something only then: two stored files may come from two
+    machines of one model on one day (Chapter 5's shallow network shows how far apart they can be).
+    """
+    from cudalearn.runtime import device
+
+    if device.mode() == "gpu":
+        return True
+    files = set()
+    for key in keys:
+        figures, data = reference.lookup(key)
+        if figures is None:
+            return False
+        files.add(data.get("created", data.get("date")))
+    return len(files) == 1
+
+
 def check(figures: dict[str, Any], where: str, holds: Callable[[dict[str, Any]], Any], states: str) -> None:
     """Raise StaleProse when `holds(figures)` is false: the prose's `states` no longer matches `where`."""
     if not holds(figures):
