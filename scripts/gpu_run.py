@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Run every book and solution notebook, then every scripts/bench_*.py, in `gpu` mode; store the figures.
 
+The book's notebooks are its chapters and their deep dives (`book/05a-tuned-network.ipynb`), in
+file-name order (`cudalearn.course.book`).
+
     CUDALEARN_MODE=gpu python3 scripts/gpu_run.py --out src/cudalearn/data/reference/h200.json
 
 Each notebook runs in its own process, its code cells executed in order in

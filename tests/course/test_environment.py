@@ -4,6 +4,8 @@ import re
 import tomllib
 from pathlib import Path
 
+from cudalearn.course import book
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -84,8 +86,8 @@ def test_readme_chapter_table_has_one_row_per_book_chapter_in_order():
     readme = (ROOT / "README.md").read_text()
     row = r"^\| (\d+) \| .+ \| \[book\]\((book/[^)]+\.ipynb)\) \| \[lab\]\((labs/[^)]+\.ipynb)\) \|$"
     rows = re.findall(row, readme, re.M)
-    books = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("book/*.ipynb"))
-    assert [book for _, book, _ in rows] == books, "README.md: one chapter row per book/*.ipynb, in order"
-    for number, book, lab in rows:
-        assert int(number) == int(Path(book).name[:2]), f"README.md: chapter {number} links {book}"
-        assert lab == book.replace("book/", "labs/", 1) and (ROOT / lab).is_file(), f"README.md: {lab}"
+    cores = [p.relative_to(ROOT).as_posix() for p in book.chapters(ROOT)]  # deep dives: linked from cores
+    assert [core for _, core, _ in rows] == cores, "README.md: a row per chapter, in order"
+    for number, core, lab in rows:
+        assert int(number) == book.part(core).number, f"README.md: chapter {number} links {core}"
+        assert lab == core.replace("book/", "labs/", 1) and (ROOT / lab).is_file(), f"README.md: {lab}"

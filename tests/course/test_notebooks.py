@@ -1,13 +1,12 @@
 """Notebook conventions: one first cell, outputs only in compared cells, a lab per chapter, summaries."""
 
-import re
 from pathlib import Path
 
 import nbformat
 import pytest
 
 import cudalearn
-from cudalearn.course import labs
+from cudalearn.course import book, labs
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = (
@@ -94,22 +93,21 @@ def test_every_book_chapter_has_compared_cells(path):
 
 
 def test_every_chapter_has_book_solution_and_lab():
-    """Each chapter's core notebook has its solution and lab; a deep dive (book/NN<letter>-slug.ipynb)
-    belongs to the chapter NN that has a core notebook, and has no lab of its own."""
-    deep = {p.name for p in ROOT.glob("book/*.ipynb") if re.match(r"\d\d[a-z]-", p.name)}
-    books = {p.name for p in ROOT.glob("book/*.ipynb")} - deep
+    """Each chapter's core notebook has its solution and lab; a deep dive has no lab of its own (the
+    links between a deep dive and its core: tests/course/test_book.py)."""
+    books = {p.name for p in book.chapters(ROOT)}
     sols = {p.name for p in ROOT.glob("solutions/*.ipynb")}
     lab_names = {p.name for p in ROOT.glob("labs/*.ipynb")}
     assert books == sols == lab_names
-    cores = {name[:2] for name in books}
-    assert all(name[:2] in cores for name in deep), sorted(deep)
 
 
 @pytest.mark.parametrize("path", sorted(ROOT.glob("book/*.ipynb")), ids=lambda p: p.name)
 def test_book_chapters_end_with_summary_and_exercises(path):
+    """A chapter ends with its summary, exercises and sources; a deep dive with a summary and sources."""
     md = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
     heads = [s.splitlines()[0].lower() for s in md[-3:]]
-    assert any("summary" in h for h in heads) and any("exercise" in h for h in heads), path
+    assert any("summary" in h for h in heads) and any("sources" in h for h in heads), path
+    assert any("exercise" in h for h in heads) or not book.part(path).is_core, path
 
 
 @pytest.mark.parametrize("path", sorted(ROOT.glob("solutions/*.ipynb")), ids=lambda p: p.name)

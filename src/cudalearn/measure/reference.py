@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 RECORD_ENV = "CUDALEARN_RECORD"
+#: a folder of stored runs read instead of the package's: a rerun checked against the book before it is
+#: adopted (`CUDALEARN_REFERENCE=/tmp/run pytest --nbval-lax book/`), and tests/measure/test_stated.py
+FOLDER_ENV = "CUDALEARN_REFERENCE"
 DATA_PACKAGE = "cudalearn.data.reference"
 #: where the stored files live in this checkout (`cudalearn reference adopt` writes here)
 STORED = Path(__file__).resolve().parents[1] / "data" / "reference"
@@ -107,9 +110,15 @@ def record(key: str, figures: dict[str, Any]) -> dict[str, Any]:
     return figures
 
 
+def _folder() -> Any:
+    """Where the stored runs are read from: the package's data, or the folder `CUDALEARN_REFERENCE` names."""
+    other = os.environ.get(FOLDER_ENV)
+    return Path(other) if other else resources.files(DATA_PACKAGE)
+
+
 def reference_files() -> list[str]:
     """Names of the stored reference result files, e.g. ['h200.json'] (all chapters)."""
-    root = resources.files(DATA_PACKAGE)
+    root = _folder()
     return sorted(p.name for p in root.iterdir() if p.name.endswith(".json"))
 
 
@@ -120,7 +129,7 @@ def load(name: str | None = None) -> dict[str, Any]:
         return {"device": None, "figures": {}}
     if name is None:
         name = "h200.json" if "h200.json" in files else files[0]
-    return json.loads(resources.files(DATA_PACKAGE).joinpath(name).read_text())
+    return json.loads(_folder().joinpath(name).read_text())
 
 
 def lookup(key: str, name: str | None = None) -> tuple[dict[str, Any] | None, dict[str, Any]]:

@@ -13,7 +13,8 @@
 
 The table is rendered from data, never typed: a stored figure carries its
 device and date (`reference.label`); a value the notebook computed (a
-tracer count, a parameter count) says "this notebook". A claim whose
+tracer count, a parameter count) says "this notebook", and a value computed
+from stored figures names their run with `on=` (never "this notebook"). A claim whose
 figure no reference run stored reads "not measured", and its verdict
 "untested", so a missing run is visible rather than papered over.
 """
@@ -38,11 +39,13 @@ class Claim:
     key: str | None = None
     value: dict[str, Any] | None = None
     note: str = ""
-    on: str = "this notebook"  # where a value= figure comes from: a stored run's label when it is one
+    on: str = ""  # with value=: the run a value derived from stored figures comes from (`stated.stored`)
 
     def __post_init__(self) -> None:
         if (self.key is None) == (self.value is None):
             raise ValueError(f"Claim {self.claim!r}: give exactly one of key= (a stored figure) or value=")
+        if self.on and self.value is None:
+            raise ValueError(f"Claim {self.claim!r}: on= names the run of a value=; a key= names its own")
         if self.holds is None and not self.note:
             raise ValueError(f"Claim {self.claim!r}: without holds=, note= must say why there is no verdict")
 
@@ -54,7 +57,7 @@ def _cell(text: str) -> str:
 def row(c: Claim) -> tuple[str, str, str, str, str]:
     """(claim, source, measured, on, verdict) as text for one claim."""
     if c.value is not None:
-        figures, on = c.value, c.on
+        figures, on = c.value, c.on or "this notebook"
     else:
         figures, data = reference.lookup(c.key)  # type: ignore[arg-type]
         on = reference.label(data, c.key) if figures is not None else "no stored run"

@@ -13,7 +13,7 @@ from cudalearn import checks
 from cudalearn.chapters.ch05 import data as epoch_data
 from cudalearn.chapters.ch05 import model as mlp
 from cudalearn.chapters.ch05 import training_loop
-from cudalearn.chapters.ch05.bench import fused_layer, goals, shallow_net
+from cudalearn.chapters.ch05.bench import batch_sweep, fused_layer, goals, shallow_net
 from cudalearn.chapters.ch05.figures import plot_history
 from cudalearn.chapters.ch05.kernels import blocked, tiles
 from cudalearn.chapters.ch05.kernels.tuned import blocked_vec, make_blocked_vec
@@ -344,8 +344,12 @@ def test_time_training_and_batch_sweep_run_and_are_json(tiny):
         rtol=1e-5,
     )
     json.dumps(figs)
-    sweep = shallow_net.time_batch_sizes(tiny, sizes, [16], lr=0.3, steps=1, launches=2)
-    assert len(sweep["fused_ms_per_step"]) == len(sweep["torch_ms_per_step"]) == 1 and sweep["launch_us"] > 0
+    sweep = batch_sweep.time_batch_sizes(tiny, sizes, [16, 32], lr=0.3, steps=1, launches=2, repeats=3)
+    assert len(sweep["fused_ms_per_step"]) == len(sweep["torch_ms_per_step"]) == 2 and sweep["launch_us"] > 0
+    for name in ("fused", "torch"):  # every repeat of every point kept, its median and spread beside it
+        runs, medians = sweep[f"{name}_runs_ms"], sweep[f"{name}_ms_per_step"]
+        assert [len(r) for r in runs] == [3, 3] and medians == [float(np.median(r)) for r in runs]
+        assert sweep[f"{name}_spread"] == [(max(r) - min(r)) / m for r, m in zip(runs, medians, strict=True)]
     json.dumps(sweep)
 
 
@@ -427,5 +431,23 @@ def test_tables_of_the_stored_figures():
     lines = shallow_net.training_lines(training)
     assert lines[3].split()[:5] == ["prepared", "0.250", "4.0%", "8.00x", "0.62x"], lines
     sweep = {"batches": [64, 1024], "fused_ms_per_step": [1.0, 1.0], "torch_ms_per_step": [2.0, 2.0]}
-    rows = shallow_net.sweep_lines(sweep)
-    assert rows[1].split() == ["64", "1.000", "2.000", "15.62"] and rows[2].split()[-1] == "0.98", rows
+    rows = batch_sweep.sweep_lines(sweep)
+    assert rows[1].split() == ["64", "1.000", "-", "2.000", "-", "15.62"] and rows[2].split()[-1] == "0.98"
+    assert rows[-1].startswith("spread: not stored"), "a run that kept only medians says so"
+    sweep |= {"fused_spread": [0.05, 0.3], "torch_spread": [0.01, 0.02]}
+    assert batch_sweep.sweep_lines(sweep)[2].split()[:3] == ["1024", "1.000", "30%"]
+
+
+def test_batch_sweep_shape_reads_what_the_prose_states():
+    stored = {  # the run of 2026-12-05 (H100): its 256 point sits far above both neighbours
+        "batches": [64, 256, 1024, 2048],
+        "fused_ms_per_step": [0.835, 1.959, 0.802, 1.481],
+        "torch_ms_per_step": [1.082, 1.048, 1.136, 1.095],
+    }
+    got = batch_sweep.shape(stored)
+    assert got["rows"] == 16 and got["step_ratio"] < 1 and got["sample_falls"] and got["out_of_line"] == [256]
+    assert got["noisy"] == [] and not got["spread_stored"]
+    stored["fused_ms_per_step"][1] = 0.9
+    stored["fused_spread"] = [0.02, 0.25, 0.03, 0.04]
+    got = batch_sweep.shape(stored)
+    assert got["out_of_line"] == [] and got["noisy"] == [256] and got["spread_stored"]

@@ -29,7 +29,7 @@ def vector_add(a, b, out):
 
 @functools.cache
 def vector_add_ilp(per_thread: int):
-    """out = a + b with `per_thread` elements a thread, unsigned indices; shapes (n,) float32 (Chapter 2).
+    """out = a + b, `per_thread` elements a thread, unsigned indices; (n,) float32 (Chapter 2).
 
     Block `g` covers the `per_thread * blockDim.x` elements from
     `g * per_thread * blockDim.x`; thread t of it takes elements t,
@@ -89,7 +89,7 @@ def busy(x, iters):
 
 @cuda.jit
 def thread_ids(out):
-    """out[i] = (blockIdx.x, threadIdx.x, global index, warp) of thread i; shape (n, 4) int32 (Chapter 2)."""
+    """out[i] = (blockIdx.x, threadIdx.x, global i, warp) of thread i; (n, 4) int32 (Chapter 2)."""
     i = cuda.grid(1)
     if i < out.shape[0]:
         out[i, 0] = cuda.blockIdx.x

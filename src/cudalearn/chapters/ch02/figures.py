@@ -1,4 +1,7 @@
-"""Blocks cut into warps of 32 lanes, each block on one SM, lanes coloured by what they do (Chapter 2).
+"""Chapter 2's pictures: blocks cut into warps of 32 lanes, and a warp's lanes mapped to 32-byte sectors.
+
+`warps_on_sm` draws blocks cut into warps, each block on one SM, lanes coloured by what they do;
+`lane_sectors` draws which 32-byte sectors a warp's 32 float32 loads touch at a few strides.
 
 The picture is computed from the launch alone (elements, threads per
 block): warp w of a block holds its threads 32 * w to 32 * w + 31, so a
@@ -97,5 +100,45 @@ def warps_on_sm(n: int, threads_per_block: int, *, title: str | None = None):
         title or f"{n} elements, blocks of {threads_per_block} threads: warps of 32 cut from each block",
         fontsize=9,
     )
+    fig.tight_layout()
+    return fig
+
+
+SECTOR = 32  # bytes: the unit in which global memory serves a warp's loads
+
+
+def sectors_touched(stride: int, itemsize: int = 4) -> list[int]:
+    """The 32-byte sectors (from 0) that lanes 0..31 touch, reading elements `stride` apart (Chapter 2)."""
+    return [lane * stride * itemsize // SECTOR for lane in range(WARP)]
+
+
+def lane_sectors(strides=(1, 2, 8)):
+    """One panel per stride: each lane of a warp joined to the 32-byte sector its float32 load reads."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(strides), 1, figsize=(9, 1.7 * len(strides)), squeeze=False)
+    for ax, stride in zip(axes[:, 0], strides, strict=True):
+        hit = sectors_touched(stride)
+        width = max(hit) + 1  # sectors drawn: every one up to the last touched
+        lane_x = [(lane + 0.5) * width / WARP for lane in range(WARP)]
+        for lane, sector in enumerate(hit):
+            ax.plot([lane_x[lane], sector + 0.5], [1, 0.25], color="#4c9be8", lw=0.7)
+        ax.scatter(lane_x, [1] * WARP, s=12, color="#4c9be8", zorder=3)
+        for sector in range(width):
+            used = sector in hit
+            face = "#f2b134" if used else "#f4f4f4"
+            ax.add_patch(
+                plt.Rectangle((sector + 0.05, 0), 0.9, 0.25, facecolor=face, edgecolor="grey", lw=0.5)
+            )
+        useful = WARP * 4 / (SECTOR * len(set(hit)))
+        ax.set_title(
+            f"stride {stride}: {len(set(hit))} sectors for 32 floats ({100 * useful:g}% of their bytes used)",
+            fontsize=8,
+        )
+        ax.set_xlim(-0.2, width + 0.2)
+        ax.set_ylim(-0.1, 1.15)
+        ax.set_yticks([1, 0.12], ["lanes", "sectors"])
+        ax.set_xticks([])
+        ax.spines[["top", "right", "bottom"]].set_visible(False)
     fig.tight_layout()
     return fig

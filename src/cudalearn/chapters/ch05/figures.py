@@ -202,3 +202,37 @@ def plot_history(histories: list[History], title: str = ""):
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def pace_timeline(cases: dict[str, tuple[float, float]], steps: int = 4):
+    """Who sets a step's pace: per case {title: (host ms, GPU ms) a step}, the host's and GPU's lanes.
+
+    The host queues step k's launches in `host` ms, one step after the other; the GPU runs step k for
+    `gpu` ms once it is queued and the GPU is done with step k-1. Grey gaps on the GPU lane are
+    time it waits for the host; when there are none, the GPU sets the pace and the host waits at the
+    synchronisation instead (Chapter 5).
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(cases), 1, figsize=(9, 1.9 * len(cases)), squeeze=False)
+    for ax, (title, (host, gpu)) in zip(axes[:, 0], cases.items(), strict=True):
+        gpu_end = 0.0
+        for k in range(steps):
+            # the step ends once the GPU has run it and its last launch (queued at (k + 1) * host) is in
+            end = max(gpu_end + gpu, (k + 1) * host + 0.05 * gpu)
+            start = end - gpu
+            if start > gpu_end:  # the GPU waits for the host
+                ax.broken_barh([(gpu_end, start - gpu_end)], (-0.3, 0.6), facecolors="#dddddd")
+            ax.broken_barh([(k * host, host)], (0.7, 0.6), facecolors=PREPARED, edgecolor="white")
+            ax.broken_barh([(start, gpu)], (-0.3, 0.6), facecolors=TORCH, edgecolor="white")
+            label = {"ha": "center", "va": "center", "fontsize": 7, "color": "white"}
+            ax.text(k * host + host / 2, 1.0, f"queue {k + 1}", **label)
+            ax.text(start + gpu / 2, 0.0, f"step {k + 1}", **label)
+            gpu_end = end
+        ax.set_yticks([1, 0], ["host", "GPU"])
+        ax.set_xlim(0, 1.02 * max(steps * host, gpu_end))
+        ax.set_xlabel("ms")
+        ax.set_title(title, fontsize=8)
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    return fig

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from cudalearn.course import colab, kernel_env, labs
+from cudalearn.course import book, colab, kernel_env, labs
 from cudalearn.measure import reference
 
 CONF_DIR = Path(__file__).resolve().parent
@@ -57,16 +57,11 @@ def title(path: Path) -> str:
     return first.splitlines()[0].lstrip("#").strip()
 
 
-def _chapter(path: Path) -> str:
-    """'3' for book/03-tiling.ipynb: the chapter number in a file name (labs page)."""
-    return str(int(path.name.split("-", 1)[0]))
-
-
 def _index_page(books: list[Path]) -> str:
     """The site's front page: what the course is, where its GPU figures come from, the table of contents."""
     runs = list(dict.fromkeys(run.label for run in reference.index()))  # each device and date once
     runs_text = "; ".join(runs) if runs else "none stored yet"
-    toc = "\n".join(f"book/{p.stem}" for p in books)
+    toc = "\n".join(f"book/{p.stem}" for p in books)  # a deep dive (05a-...) right after its chapter
     return f"""# cudalearn: how CUDA powers deep learning
 
 An open course, as Jupyter notebooks with GPU labs, for readers who know Python and a little deep
@@ -78,6 +73,9 @@ These pages were executed on a machine **without a GPU**, under Numba's CUDA sim
 (`mode=sim`): sizes are small, and every GPU figure shown comes from a stored reference run on a
 real GPU, labelled with its device and date ({runs_text}). To run a chapter on a GPU, open it in
 Colab with the badge at its top, or download it.
+
+Each chapter is one notebook to read in one sitting. Some are followed by short deep dives (5a, 5b,
+...), each on one idea the chapter links to; the labs follow the chapters, not the deep dives.
 
 ```{{toctree}}
 :caption: Chapters
@@ -98,7 +96,7 @@ labs
 def _labs_page(lab_paths: list[Path]) -> str:
     """The labs index: each lab with its Colab link and its notebook to download."""
     rows = [
-        f"| {_chapter(p)} | {title(p).split('·', 1)[-1].strip()} "
+        f"| {book.part(p).number} | {title(p).split('·', 1)[-1].strip()} "
         f"| [![Open In Colab]({BADGE})]({colab.colab_url(f'labs/{p.name}')}) "
         f"| {{download}}`{p.name} <_labs/{p.name}>` |"
         for p in lab_paths
@@ -155,7 +153,7 @@ def write_sources(root: Path, src: Path) -> list[Path]:
 
     The labs are generated from solutions/ (`cudalearn labs build`'s text), never copied from labs/: a
     lab saved in JupyterLab holds a student's answers and outputs (`published_warnings` says so)."""
-    books = sorted((root / "book").glob("*.ipynb"))
+    books = [p.path for p in book.notebooks(root)]  # chapters and their deep dives, in reading order
     if not books:
         raise SiteBuildError(f"no notebooks in {root / 'book'}: is {root} the course's root?")
     for sub in ("book", "_labs"):

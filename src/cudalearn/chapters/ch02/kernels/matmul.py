@@ -10,7 +10,7 @@ SIGNATURES = {
 
 @cuda.jit
 def matmul_naive(A, B, C):
-    """C = A @ B with thread (x, y) computing C[y, x]; A (m, k), B (k, n), C (m, n) float32 (Chapter 2).
+    """C = A @ B, thread (x, y) computing C[y, x]; A (m, k), B (k, n), C (m, n) float32 (Chapter 2).
 
     Threads next to each other in x read neighbouring columns of B and
     write neighbouring elements of C: coalesced.

@@ -10,7 +10,7 @@ SIGNATURES = {
 
 @cuda.jit
 def copy_strided(src, dst, rows, stride):
-    """dst[y * rows + x] = src[x * stride + y]: every element copied once, reads `stride` floats apart.
+    """dst[y * rows + x] = src[x * stride + y]: each element copied once, read `stride` apart.
 
     A 2-D launch: x runs over the `rows` of src viewed as a (rows, stride)
     matrix, y over its `stride` columns, so src is read column by column.

@@ -3,9 +3,8 @@
 - `time_training` times whole trainings of the naive, fused, prepared, tuned
   and PyTorch networks (`cudalearn.chapters.ch05.model`) from the same weights on the same batches;
   `training_lines` prints them as a table.
-- `time_batch_sizes` and `time_step_host` time single steps: against the
-  batch size, and where a step's host time goes; `sweep_lines` prints the
-  sweep.
+- `time_step_host` times single steps: where a step's host time goes (the
+  sweep over batch sizes is `cudalearn.chapters.ch05.bench.batch_sweep`).
 - the kernels of one hidden layer are `cudalearn.chapters.ch05.bench.fused_layer`, the
   memory-bound chain `cudalearn.chapters.ch05.bench.dropout_chain`.
 - `cudalearn.chapters.ch05.bench.goals` judges the chapter's goals from one run's figures, and
@@ -137,75 +136,6 @@ def training_lines(training: dict[str, Any]) -> list[str]:
             f"{sec[name] / sec['torch']:10.2f}x {launches:>14s} {training['test_accuracy'][name]:9.2%}"
         )
     return lines
-
-
-def sweep_lines(sweep: dict[str, Any]) -> list[str]:
-    """The batch sweep as a table: ms per step and us per sample of both networks (Chapter 5)."""
-    lines = [f"{'batch':>6s} {'fused ms/step':>14s} {'PyTorch ms/step':>16s} {'fused us/sample':>16s}"]
-    for b, f_ms, t_ms in zip(
-        sweep["batches"], sweep["fused_ms_per_step"], sweep["torch_ms_per_step"], strict=True
-    ):
-        lines.append(f"{b:6d} {f_ms:14.3f} {t_ms:16.3f} {1e3 * f_ms / b:16.2f}")
-    return lines
-
-
-def time_batch_sizes(
-    data: DigitSet,
-    sizes: tuple[int, ...],
-    batches: list[int],
-    *,
-    lr: float,
-    steps: int,
-    seed: int = 0,
-    launches: int = 1000,
-    repeats: int = 5,
-) -> dict[str, Any]:
-    """Milliseconds per training step of FusedMLP and TorchMLP at each batch size, and per launch (Chapter 5).
-
-    Each point: after two warm-up steps, `repeats` runs of `steps` steps,
-    each between two synchronisations; the median run's time per step (a
-    host that is briefly busy elsewhere spoils one run, not the point).
-    `launch_us` is the host time of one launch of an empty kernel (the mean
-    of `launches`, queued without waiting): the floor under every step.
-    """
-    from cudalearn.chapters.ch05 import model as mlp
-    from cudalearn.chapters.ch05 import training_loop
-    from cudalearn.chapters.ch05.kernels import elementwise as ew
-    from cudalearn.runtime.numba_backend import cuda
-
-    params = mlp.init_params(sizes, seed)
-    out: dict[str, Any] = {"sizes": list(sizes), "batches": list(batches), "steps": steps}
-    for cls in (mlp.FusedMLP, mlp.TorchMLP):
-        dd = cls.data_class(data)
-        dd.shuffle(training_loop.permutations(dd.n_train, 1, seed)[0])
-        per_epoch = dd.n_train
-        per_step = []
-        for batch in batches:
-            net = cls(params, batch, lr)
-            losses = dd.losses(steps + 2)
-            runs = []
-            with quiet_grids(), training_loop.computing(net):
-                for s in range(2):
-                    net.step(*dd.batch(s, batch), losses, s)
-                for _ in range(repeats):
-                    dd.synchronize()
-                    t0 = time.perf_counter()
-                    for s in range(steps):
-                        net.step(*dd.batch(s % (per_epoch // batch), batch), losses, s + 2)
-                    dd.synchronize()
-                    runs.append((time.perf_counter() - t0) / steps * 1e3)
-            per_step.append(float(np.median(runs)))
-        out[f"{cls.name}_ms_per_step"] = per_step
-    d = cuda.device_array(1, dtype=np.float32)
-    with quiet_grids():
-        ew.empty_kernel[1, 32](d)
-        cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(launches):
-            ew.empty_kernel[1, 32](d)
-        out["launch_us"] = (time.perf_counter() - t0) / launches * 1e6
-        cuda.synchronize()
-    return out
 
 
 def _host_us(fn, calls: int) -> float:

@@ -1,0 +1,67 @@
+"""measure.stated: a sentence about a stored figure is printed from it and checked, so it cannot drift."""
+
+import io
+import json
+import shutil
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from cudalearn.measure import reference, stated
+
+ROOT = Path(__file__).resolve().parents[2]
+CH0 = ROOT / "book" / "00-setup.ipynb"
+# Chapter 0's cells up to the one that quotes `ch0.async` (b00-26), and what each needs: the setup, the
+# kernels, the sizes, `busy`'s iterations, the stored figures.
+CELLS = ("b00-01", "b00-12", "b00-14", "b00-23", "b00-25", "b00-26")
+
+
+def test_say_prints_the_sentence_with_its_run_and_checks_the_shape(capsys):
+    figures = {"fast_ms": 1.0, "slow_ms": 3.0}
+    faster = dict(holds=lambda f: f["fast_ms"] < f["slow_ms"], states="fast is faster")
+    stated.say(figures, "reference run on X, 2026-01-01", lambda f: f"{f['slow_ms']:.1f} ms", **faster)
+    assert capsys.readouterr().out == "3.0 ms\n(reference run on X, 2026-01-01)\n"
+    with pytest.raises(stated.StaleProse, match="the text says 'fast is faster'.*run on X.*Reread the prose"):
+        stated.say({"fast_ms": 4.0, "slow_ms": 3.0}, "run on X", lambda f: "", **faster)
+    stated.say(None, "no reference GPU run is stored for this figure yet", lambda f: f["x"], **faster)
+    assert capsys.readouterr().out.startswith("Not measured yet: no reference GPU run is stored")
+    assert max(len(line) for line in stated.wrap("word " * 60).splitlines()) <= stated.WIDTH
+
+
+def _run_cells(monkeypatch, folder: Path) -> str:
+    """Execute CELLS of Chapter 0 with the stored runs of `folder`; what the quoting cell printed."""
+    monkeypatch.setenv(reference.FOLDER_ENV, str(folder))
+    cells = {c.get("id"): c for c in nbformat.read(CH0, as_version=4).cells}
+    ns: dict = {"__name__": "__main__"}
+    for cid in CELLS[:-1]:
+        exec(compile(cells[cid].source, f"{CH0.name}[{cid}]", "exec"), ns)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(compile(cells[CELLS[-1]].source, f"{CH0.name}[{CELLS[-1]}]", "exec"), ns)
+    return out.getvalue()
+
+
+@pytest.mark.notebooks
+def test_a_rerun_that_changes_a_quoted_figure_fails_the_cell_that_quotes_it(monkeypatch, tmp_path):
+    cell = next(c for c in nbformat.read(CH0, as_version=4).cells if c.get("id") == CELLS[-1])
+    assert cell.source.startswith("# NBVAL_CHECK_OUTPUT"), "nbval compares the quoting cell's output"
+    committed = "".join(o["text"] for o in cell.outputs if o.get("name") == "stdout")
+    assert _run_cells(monkeypatch, reference.STORED) == committed, "as stored: the committed output"
+
+    copy = tmp_path / "reference"
+    shutil.copytree(reference.STORED, copy, ignore=shutil.ignore_patterns("__*"))
+    (name,) = [r.name for r in reference.index() if "ch0.async" in r.keys]
+    data = json.loads((copy / name).read_text())
+    figures = data["figures"]["ch0.async"]
+
+    figures["events_ms"] *= 1.01  # a rerun a little slower: the quoted number changes, so does the output
+    (copy / name).write_text(reference.dumps(data))
+    printed = _run_cells(monkeypatch, copy)
+    assert printed != committed and f"{figures['events_ms']:10.4f} ms" in printed, "nbval would fail here"
+
+    figures["no_sync_ms"] = figures["events_ms"]  # a rerun where the stopwatch waited: the prose is wrong
+    (copy / name).write_text(reference.dumps(data))
+    with pytest.raises(stated.StaleProse, match="rate above every datasheet"):
+        _run_cells(monkeypatch, copy)
