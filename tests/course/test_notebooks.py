@@ -1,5 +1,6 @@
 """Notebook conventions: one first cell, outputs only in compared cells, a lab per chapter, summaries."""
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -83,10 +84,15 @@ def test_every_book_chapter_has_compared_cells(path):
 
 
 def test_every_chapter_has_book_solution_and_lab():
-    books = {p.name for p in ROOT.glob("book/*.ipynb")}
+    """Each chapter's core notebook has its solution and lab; a deep dive (book/NN<letter>-slug.ipynb)
+    belongs to the chapter NN that has a core notebook, and has no lab of its own."""
+    deep = {p.name for p in ROOT.glob("book/*.ipynb") if re.match(r"\d\d[a-z]-", p.name)}
+    books = {p.name for p in ROOT.glob("book/*.ipynb")} - deep
     sols = {p.name for p in ROOT.glob("solutions/*.ipynb")}
     lab_names = {p.name for p in ROOT.glob("labs/*.ipynb")}
     assert books == sols == lab_names
+    cores = {name[:2] for name in books}
+    assert all(name[:2] in cores for name in deep), sorted(deep)
 
 
 @pytest.mark.parametrize("path", sorted(ROOT.glob("book/*.ipynb")), ids=lambda p: p.name)
