@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+from cudalearn.measure import reference
+
 COLORS = {"FP32": "tab:blue", "TF32": "tab:orange", "FP16": "tab:green", "BF16": "tab:red"}
 
 
 def number_format(name):
     """The number format a stored row's name says it computes in: TF32, FP16, BF16, else FP32 (Chapter 6)."""
     return next((f for f in ("TF32", "FP16", "BF16") if f in name), "FP32")
+
+
+def stored_matmuls(keys):
+    """([{name, tflops, key, device}] of every matmul the benchmarks `keys` stored, [missing keys], the
+    header of the last stored one) (Chapter 6: its first table and its last plot)."""
+    rows, missing, header = [], [], None
+    for key in keys:
+        figures, data = reference.lookup(key)
+        if figures is None:
+            missing.append(key)
+            continue
+        header = data
+        rows += [
+            {"name": r["name"], "tflops": r["gflops"] / 1e3, "key": key, "device": data["device"]}
+            for r in figures["rows"]
+            if r.get("gflops")
+        ]
+    return rows, missing, header
 
 
 def fraction_of_peak(rows, peak, title):

@@ -48,3 +48,20 @@ def launcher(name, kernel, cfg, A, B, C):
         kernel[grid, threads](AT, B, C)
 
     return run
+
+
+def check(name, fn, ops):
+    """Run `fn`, which computes ops.dC = ops.dA @ ops.dB, into a NaN-filled C and check C against
+    cuBLAS FP32 (`ops`: Chapter 3's `matmul_operands`); print that it passed (Chapter 6 and 6a)."""
+    import math
+
+    import numpy as np
+
+    from cudalearn import checks
+
+    n = ops.A.shape[0]
+    ops.dC.copy_to_device(np.full(ops.dC.shape, np.nan, np.float32))  # a kernel that writes nothing fails
+    fn()
+    tol = {"rtol": 1e-3, "atol": 1e-3 * math.sqrt(n)}
+    checks.check_close(ops.dC.copy_to_host(), ops.expected, name=f"C of {name}", **tol)
+    print(f"{name} is correct for {n}x{n}")
