@@ -270,10 +270,10 @@ def test_the_matcher_costs_seconds_on_a_64_mib_notebook(tmp_path):
     path = tmp_path / "big.ipynb"
     path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     assert 40 << 20 < path.stat().st_size <= match.MAX_NOTEBOOK_BYTES
-    start = time.monotonic()
+    start = time.process_time()  # CPU seconds of this process: the matcher, whatever else runs
     sub = load_submission("big", path, b"")
     answers = match.find_answers(plan, sub.notebook)
-    assert time.monotonic() - start < 10, time.monotonic() - start
+    assert time.process_time() - start < 10, time.process_time() - start
     assert "found by its resemblance" in answers[0].note
     assert "past the first 2,000,000 characters" in answers[1].note, answers[1].note
 
