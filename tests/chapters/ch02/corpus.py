@@ -143,7 +143,7 @@ MUTATIONS = [
         "g2-true-division",
         "grid_2d",
         "math.ceil of a float division, then / for y",
-        r"float, where a Python int",
+        r"float, where an int is asked for",
         (GRID, "return ((cols + bx - 1) // bx, (rows + by - 1) / by)"),
     ),
     valid(

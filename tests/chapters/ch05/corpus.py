@@ -9,7 +9,36 @@ SECOND_BARRIER = "            acc += sX[ty, k] * sW[k, tx]\n        cuda.syncthr
 GUARD = "    if row < Y.shape[0] and col < Y.shape[1]:\n"
 BACKWARD_STORE = "        dA[row, col] = acc if A[row, col] > float32(0.0) else float32(0.0)"
 
+_NAIVE_FUSED = '''@cuda.jit
+def linear_relu_tiled(X, W, b, Y):
+    """Lab 5: Y = relu(X @ W + b), one thread per output, straight from global memory."""
+    col, row = cuda.grid(2)
+    if row < Y.shape[0] and col < Y.shape[1]:
+        acc = float32(0.0)
+        for k in range(X.shape[1]):
+            acc += X[row, k] * W[k, col]
+        Y[row, col] = max(acc + b[col], float32(0.0))
+'''
+
 _LINEAR_RELU = [
+    wrong(
+        "naive-fused",
+        "linear_relu_tiled",
+        "Chapter 2's naive product with the epilogue: right values, no shared tiles",
+        r"results are right, but .* no shared-memory access.*naive product",
+        code=_NAIVE_FUSED,
+    ),
+    wrong(
+        "w-from-global",
+        "linear_relu_tiled",
+        "tiles X in shared memory but reads W straight from global memory in the inner loop",
+        r"results are right, but .*global loads touch \d+ sectors.*course's tiled kernel touches",
+        (
+            "            acc += sX[ty, k] * sW[k, tx]",
+            "            if k0 + k < K and col < W.shape[1]:\n"
+            "                acc += sX[ty, k] * W[k0 + k, col]",
+        ),
+    ),
     wrong(
         "float64-acc",
         "linear_relu_tiled",
@@ -217,6 +246,22 @@ def layer_forward(X, W, b):
 """,
     ),
     wrong(
+        "kernel-redefined-without-relu",
+        "layer_forward",
+        "redefines linear_relu_tiled in this cell without the ReLU (exercise 1 passed with the old one)",
+        r"is wrong at .*your kernel from exercise 1 gives wrong values even on a right launch",
+        code=_NAIVE_FUSED.replace("max(acc + b[col], float32(0.0))", "acc + b[col]")
+        + """
+
+def layer_forward(X, W, b):
+    m, n = X.shape[0], W.shape[1]
+    Y = cuda.device_array((m, n), dtype=np.float32)
+    grid = (math.ceil(n / TILE), math.ceil(m / TILE))
+    linear_relu_tiled[grid, (TILE, TILE)](X, W, b, Y)
+    return Y
+""",
+    ),
+    wrong(
         "returns-host-copy",
         "layer_forward",
         "returns Y.copy_to_host()",
@@ -404,11 +449,10 @@ _BYTES = [
         r"int",
         ("    return per_element * m * n", "    return per_element * m * n * 1.0"),
     ),
-    wrong(
+    valid(
         "bytes-numpy-int",
         "epilogue_bytes",
-        "returns a NumPy integer (np.prod)",
-        r"int",
+        "returns a NumPy integer (np.prod): the one rule accepts a Python int or a NumPy integer",
         ("    return per_element * m * n", "    return np.prod([per_element, m, n])"),
     ),
     wrong(

@@ -23,6 +23,7 @@ import numpy as np
 
 from cudalearn import checks
 from cudalearn.chapters.ch03 import kernels as tiled
+from cudalearn.checks.answer_types import INT_FIX, INT_RULE, int_problem
 from cudalearn.checks.simple_kernels import _rng
 from cudalearn.runtime import device, launch
 
@@ -129,23 +130,18 @@ def _check_int_answers(
     hint: str,
     mistakes: Sequence[tuple[Callable[..., int], str]],
 ) -> None:
-    """Labs 3-4: raise unless fn(*args) is the int expected; name a mistake that gives every value fn gave."""
+    """Labs 3-4: raise unless fn(*args) is the int expected (`answer_types.is_int`); name a mistake that
+    gives every value fn gave."""
     got = []
     for args, _ in cases:
         call = f"{name}({', '.join(map(repr, args))})"
         value = checks.call_student(fn, name, *args)
         if value is None:
             checks.check_equal(value, 0, name=call)
-        if isinstance(value, np.integer):  # the hidden tests, as lab 7's checks, want a Python int
+        why = int_problem(value)
+        if why is not None:
             raise AssertionError(
-                f"`{call}` returned {value!r}, a numpy.{type(value).__name__}; the exercise asks for a "
-                f"Python int. Hint: NumPy functions (np.square, np.prod, ...) return NumPy integers: "
-                f"return int(...) of the result, or compute with Python ints (**, *, //)."
-            )
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise AssertionError(
-                f"`{call}` returned {value!r}, a {type(value).__name__}; the exercise asks for an int. "
-                f"Hint: use integer division `//` (not `/`, which gives a float) and int arithmetic."
+                f"`{call}` {why}: the exercise asks for an int ({INT_RULE}). Hint: {INT_FIX}"
             )
         got.append(value)
     named = [
