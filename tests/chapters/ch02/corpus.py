@@ -239,6 +239,20 @@ MUTATIONS = [
         ),
     ),
     wrong(
+        "mm-b-column-from-row",
+        "matmul_naive",
+        "reads B[k, row]: the row index where the column belongs",
+        r"every wrong element is a right sum of another column.*reads B\[k, row\], where B\[k, col\] belongs",
+        ("acc += A[row, k] * B[k, col]", "acc += A[row, k] * B[k, row]"),
+    ),
+    wrong(
+        "mm-a-row-from-col",
+        "matmul_naive",
+        "reads A[col, k]: the column index where the row belongs",
+        r"index `col` is \d+ on axis 0 of A.*swapped row and column|reads A\[col, k\], where A\[row, k\]",
+        ("acc += A[row, k] * B[k, col]", "acc += A[col, k] * B[k, col]"),
+    ),
+    wrong(
         "mm-acc-in-loop",
         "matmul_naive",
         "acc reset inside the loop over k",

@@ -132,6 +132,9 @@ def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, blo
                 f"each element of C misses {which}: the loop over k must run over all {k} values, "
                 f"`for k in range(A.shape[1])`."
             )
+    moved = _moved_lines(got, A @ B)
+    if moved:
+        return moved
     if block[0] != block[1] and written.any() and not written.all():
         by_x = (np.arange(grid[1])[:, None] * block[0] + np.arange(block[1])).ravel()  # rows, if y used bx
         if np.array_equal(written.any(axis=1), np.isin(np.arange(m), by_x)):
@@ -140,6 +143,42 @@ def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, blo
                 f"{block[1]} threads tall: the row needs cuda.blockDim.y (`row = cuda.blockIdx.y * "
                 f"cuda.blockDim.y + cuda.threadIdx.y`), or `col, row = cuda.grid(2)`."
             )
+    return None
+
+
+def _moved_lines(got: np.ndarray, expected: np.ndarray) -> str | None:
+    """A hint when every wrong C[i, j] is a right sum of another column (or row) of C (lab 2).
+
+    Then the sums are right and the column of B (or row of A) the loop reads is not: B[k, row] for
+    B[k, col], a column off by one, a fixed column.
+    """
+    wrong = ~np.isclose(got, expected, rtol=1e-4, atol=1e-4)
+    if not wrong.any() or np.isnan(got[wrong]).any():
+        return None
+    rows, cols = np.nonzero(wrong)
+    for axis, line, index in ((1, "column", "B[k, col]"), (0, "row", "A[row, k]")):
+        if expected.shape[axis] < 2:
+            continue
+        # for each wrong element, the lines of its row (column) of A @ B that hold its value
+        lines = expected[rows, :] if axis == 1 else expected[:, cols].T
+        match = np.isclose(lines, got[wrong][:, None], rtol=1e-4, atol=1e-4)
+        if not match.any(axis=1).all():
+            continue
+        first = int(np.argmax(match[0]))
+        i, j = int(rows[0]), int(cols[0])
+        mine, other = (j, "row") if axis == 1 else (i, "column")
+        swapped = all(match[t, rows[t] if axis == 1 else cols[t]] for t in range(len(rows)))
+        why = (
+            f" it is the one numbered like this thread's {other}: your loop reads "
+            f"{'B[k, row]' if axis == 1 else 'A[col, k]'}, where {index} belongs"
+            if swapped
+            else f" the {line} your loop reads is wrong"
+        )
+        return (
+            f"C[{i}, {j}] is the sum of {line} {first} of A @ B, not of {line} {mine}, and every wrong "
+            f"element is a right sum of another {line}:{why}. "
+            f"Thread (x, y) reads {index}, with `col, row = cuda.grid(2)`."
+        )
     return None
 
 
