@@ -42,8 +42,8 @@ def test_a_nan_the_kernel_computed_is_not_an_unwritten_element():
     with pytest.raises(AssertionError, match="2 wrong element.*never written.*2 wrong element.*computed"):
         checks.check_close(got, expected)
     for dtype in (np.float16, np.float32, np.float64):
-        assert checks.sentinels._is_sentinel(checks.empty_output(3, dtype)).all()
-        assert not checks.sentinels._is_sentinel(np.full(3, np.nan, dtype)).any()
+        assert checks.sentinels.is_sentinel(checks.empty_output(3, dtype)).all()
+        assert not checks.sentinels.is_sentinel(np.full(3, np.nan, dtype)).any()
 
 
 def test_a_type_is_named_bare_if_builtin_or_the_students_else_by_the_package_that_exports_it():

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from cudalearn.checks.answer_types import INT_FIX, int_problem, type_name
-from cudalearn.checks.sentinels import _is_sentinel, _sentinel_name
+from cudalearn.checks.sentinels import _sentinel_name, is_sentinel
 from cudalearn.checks.sentinels import empty_output as empty_output  # the labs call it as checks.empty_output
 from cudalearn.checks.sentinels import sentinel as sentinel
 
@@ -98,7 +98,7 @@ def _diagnose(actual: np.ndarray, expected: np.ndarray, bad: np.ndarray, block: 
     if actual.ndim == 1 and actual.size > 2:
         if np.allclose(actual[1:], expected[:-1]) or np.allclose(actual[:-1], expected[1:]):
             hints.append("your result is shifted by one element: check the index arithmetic.")
-    unwritten = _is_sentinel(actual) & ~_is_sentinel(expected)
+    unwritten = is_sentinel(actual) & ~is_sentinel(expected)
     if unwritten.any():
         hints.append(
             f"{int(unwritten.sum())} element(s) were never written (they still hold the sentinel, "
@@ -106,7 +106,7 @@ def _diagnose(actual: np.ndarray, expected: np.ndarray, bad: np.ndarray, block: 
             f"array, or do some threads return before writing?"
         )
     with np.errstate(invalid="ignore"):
-        computed = bad & ~np.isfinite(actual.astype(np.float64)) & ~_is_sentinel(actual)
+        computed = bad & ~np.isfinite(actual.astype(np.float64)) & ~is_sentinel(actual)
     if computed.any() and np.isfinite(expected[computed].astype(np.float64)).all():
         hints.append(
             f"{int(computed.sum())} element(s) hold a NaN or inf your kernel computed and stored (not the "
@@ -160,7 +160,7 @@ def check_close(
     """
     expected = np.asarray(expected)
     actual = check_shape_dtype(actual, expected, name)
-    if _is_sentinel(actual).all() and not _is_sentinel(expected).all():
+    if is_sentinel(actual).all() and not is_sentinel(expected).all():
         raise AssertionError(f"your kernel wrote nothing into `{name}`: {NOT_DONE}")
     with np.errstate(invalid="ignore"):
         ok = np.isclose(actual, expected, rtol=rtol, atol=atol)
@@ -185,7 +185,7 @@ def _largest_error(actual: np.ndarray, expected: np.ndarray, bad: np.ndarray) ->
     """
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
-    unwritten = bad & _is_sentinel(actual) & ~_is_sentinel(expected)
+    unwritten = bad & is_sentinel(actual) & ~is_sentinel(expected)
     other = bad & ~np.isfinite(err) & ~unwritten
     numeric = bad & ~unwritten & ~other
     parts = []

@@ -31,7 +31,7 @@ def sentinel(dtype: np.dtype) -> Any:
     raise TypeError(f"no sentinel for dtype {dtype}")
 
 
-def _is_sentinel(a: np.ndarray) -> np.ndarray:
+def is_sentinel(a: np.ndarray) -> np.ndarray:
     """Where `a` still holds the sentinel: for floats its exact bits, so a computed NaN is not one."""
     a = np.asarray(a)
     if a.dtype.kind == "f":

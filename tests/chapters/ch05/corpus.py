@@ -332,6 +332,17 @@ def layer_forward(X, W, b):
 
 _BACKWARD = [
     wrong(
+        "backward-block-typed-in",
+        "backward_input",
+        "the simulator's block size typed into the index: blockIdx * 8 + threadIdx",
+        r"right with blocks of \(8, 8\) and wrong with blocks of \(16, 4\).*type the block size",
+        (
+            "    col, row = cuda.grid(2)  # x runs along the columns: a warp reads a row of WT",
+            "    col = cuda.blockIdx.x * 8 + cuda.threadIdx.x\n"
+            "    row = cuda.blockIdx.y * 8 + cuda.threadIdx.y",
+        ),
+    ),
+    wrong(
         "backward-float64-acc",
         "backward_input",
         "accumulates in float64 (acc = 0.0)",

@@ -91,6 +91,30 @@ def check_grid_2d(grid_2d: Callable[[int, int, tuple[int, int]], tuple[int, int]
     )
 
 
+def _typed_block_hint(written: np.ndarray, grid: tuple, block: tuple) -> str | None:
+    """A 2-D kernel's block size typed into its index (blockIdx.x * 8), from the elements written (lab 2).
+
+    written: which elements of the (rows, cols) output the launch of `grid` blocks of `block` = (bx, by)
+    threads wrote. Blocks `step` apart leave gaps, or (a GPU's larger blocks) overlap and leave more than a
+    block of rows or columns unwritten (a guard's mistake leaves at most one partial block).
+    """
+    m, n = written.shape
+    rows, cols = np.indices((m, n))
+    for step in (4, 8, 16, 32):
+        reach = ((grid[1] - 1) * step + block[1], (grid[0] - 1) * step + block[0])
+        ambiguous = step < max(block) and (m - reach[0] <= block[1] and n - reach[1] <= block[0])
+        if (step, step) != tuple(block) and not written.all() and not ambiguous:
+            covered_r = np.isin(rows, (np.arange(grid[1])[:, None] * step + np.arange(block[1])).ravel())
+            covered_c = np.isin(cols, (np.arange(grid[0])[:, None] * step + np.arange(block[0])).ravel())
+            if np.array_equal(written, covered_r & covered_c):
+                return (
+                    f"the elements written are those of blocks {step} apart, but this launch has blocks of "
+                    f"{tuple(block)}: did you type the block size into the index (blockIdx.x * {step})? Use "
+                    f"cuda.blockDim.x and .y, or cuda.grid(2), so the kernel works with any block shape."
+                )
+    return None
+
+
 def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, block: tuple) -> str | None:
     """matmul_naive's usual mistakes: x taken as the row (C[x, y]), a block size typed in, acc reset per k."""
     m, n = got.shape
@@ -104,20 +128,9 @@ def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, blo
             f"written: that is what a thread (x, y) computing C[x, y] covers. Thread (x, y) must compute "
             f"C[y, x]: `col, row = cuda.grid(2)` (x runs along the columns of C; the grid is sized so)."
         )
-    for step in (4, 8, 16, 32):
-        # blocks `step` apart: gaps between them, or (a GPU's larger blocks) overlaps that leave more than
-        # a block of rows or columns unwritten (a guard's mistake leaves at most one partial block)
-        reach = ((grid[1] - 1) * step + block[1], (grid[0] - 1) * step + block[0])
-        ambiguous = step < max(block) and (m - reach[0] <= block[1] and n - reach[1] <= block[0])
-        if (step, step) != tuple(block) and not written.all() and not ambiguous:
-            covered_r = np.isin(rows, (np.arange(grid[1])[:, None] * step + np.arange(block[1])).ravel())
-            covered_c = np.isin(cols, (np.arange(grid[0])[:, None] * step + np.arange(block[0])).ravel())
-            if np.array_equal(written, covered_r & covered_c):
-                return (
-                    f"the elements written are those of blocks {step} apart, but this launch has blocks of "
-                    f"{block}: did you type the block size into the index (blockIdx.x * {step})? Use "
-                    f"cuda.blockDim.x and .y, or cuda.grid(2), so the kernel works with any block shape."
-                )
+    typed = _typed_block_hint(written, grid, block)
+    if typed:
+        return typed
     if A.shape[1] > 1 and np.allclose(got, A[:, -1:] * B[-1:, :], rtol=1e-4, atol=1e-5):
         return (
             "C holds only the last product of each sum: set acc = float32(0.0) once, before the loop over k."
