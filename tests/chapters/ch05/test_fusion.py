@@ -582,6 +582,6 @@ def test_lab_checks_catch_uncoalesced_backward_and_wrong_bytes():
     assert coalesced_backward._backward_ideal_sectors(64, 8, 64) == 128 * (8 * 5 + 4)
     with pytest.raises(AssertionError, match="epilogue_bytes"):
         exercises.check_epilogue_bytes(lambda m, n, f: (4 if f else 12) * m * n)
-    with pytest.raises(AssertionError, match="a float, where a Python int is asked for"):
+    with pytest.raises(AssertionError, match="a float, where an int is asked for"):
         exercises.check_epilogue_bytes(lambda m, n, f: (8.0 if f else 24.0) * m * n)
     assert math.isclose(coalesced_backward.MAX_SECTORS_PER_LOAD, 4.0)
