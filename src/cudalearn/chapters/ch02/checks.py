@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from cudalearn import checks
+from cudalearn.checks.sentinels import is_sentinel
 from cudalearn.checks.simple_kernels import _check_launch, _check_no_race, _rng, _stride_hint, _threads_1d
 from cudalearn.runtime import device, launch
 
@@ -118,7 +119,7 @@ def _typed_block_hint(written: np.ndarray, grid: tuple, block: tuple) -> str | N
 def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, block: tuple) -> str | None:
     """matmul_naive's usual mistakes: x taken as the row (C[x, y]), a block size typed in, acc reset per k."""
     m, n = got.shape
-    written = ~np.isnan(got)
+    written = ~is_sentinel(got)  # a NaN the kernel computed was written
     rows, cols = np.indices((m, n))
     if not written.all() and np.array_equal(
         written, (rows < grid[0] * block[0]) & (cols < grid[1] * block[1])

@@ -15,6 +15,7 @@ import numpy as np
 
 from cudalearn import checks
 from cudalearn.chapters.ch05.checks.fusion import UNZEROED, _explain_wrong, _known_mistake, _trace
+from cudalearn.checks.sentinels import is_sentinel
 from cudalearn.checks.simple_kernels import _rng
 from cudalearn.runtime import device, launch
 
@@ -95,7 +96,7 @@ def check_backward_input(
             hint = "" if checks.NOT_DONE in str(err) else _backward_hint(got, dZ, WT, A, tol)
             if not hint and checks.NOT_DONE not in str(err):
                 hint = _block_shape_hint(kernel, block, tol, seed)
-            if not hint and np.isnan(got).any():
+            if not hint and is_sentinel(got).any():  # elements left unwritten (not a computed NaN)
                 hint = (
                     f"the launch has ceil(k / {block[0]}) blocks along x and ceil(m / {block[1]}) along y: "
                     f"thread (x, y) must compute dA[y, x] (col, row = cuda.grid(2)); a kernel that takes "
