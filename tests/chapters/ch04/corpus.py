@@ -403,6 +403,13 @@ MATMUL = [
         ("range((K + TILE - 1) // TILE)", "range(K // TILE)"),
     ),
     wrong(
+        "bt-k-loop-fixed-count",
+        "matmul_bt_no_conflict",
+        "a tile loop of a fixed count, range(2): the tiles the visible check's k once needed",
+        r"sums only the first 2 tile\(s\) along k.*fixed number of times",
+        ("range((K + TILE - 1) // TILE)", "range(2)"),
+    ),
+    wrong(
         "bt-early-return",
         "matmul_bt_no_conflict",
         "returns before the barriers for threads outside C",

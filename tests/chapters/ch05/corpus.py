@@ -114,6 +114,13 @@ _LINEAR_RELU = [
         ("max(acc + b[col], float32(0.0))", "max(acc, float32(0.0)) + b[col]"),
     ),
     wrong(
+        "k-loop-fixed-count",
+        "linear_relu_tiled",
+        "a tile loop of a fixed count, three tiles: what the visible check's k once needed",
+        r"sums only the first \d+ values along k.*fixed number of times",
+        ("    for k0 in range(0, K, TILE):", "    for k0 in range(0, 3 * TILE, TILE):"),
+    ),
+    wrong(
         "no-relu",
         "linear_relu_tiled",
         "forgets the ReLU",

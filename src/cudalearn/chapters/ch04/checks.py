@@ -218,7 +218,8 @@ def check_matmul_no_conflict(
     sizes: (m, k, n) triples run on the device (or simulator); trace_size: the small one traced.
     """
     sim = device.mode() == "sim"
-    triples = sizes or ([(tile - 5, tile + 9, tile - 12)] if sim else [(256, 256, 256), (300, 77, 129)])
+    # k runs over 3 tiles here; the hidden tests run more, so a tile loop of a fixed count fails one of them
+    triples = sizes or ([(tile - 5, 2 * tile + 9, tile - 12)] if sim else [(256, 256, 256), (300, 77, 129)])
     size = tuple(trace_size or (tile - 5, tile + 9, tile - 12))
     _check_results(
         lambda: _check_matmuls(kernel, tile, triples, seed=7),

@@ -192,6 +192,15 @@ def _forward_hint(got: np.ndarray, X, W, b, tol: dict) -> str:
         (np.maximum(Z + 2 * b, 0), "the bias was added twice: add b[col] once, in the epilogue."),
         (Z, "it is X @ W alone: add b[col], then apply the ReLU, before the store."),
     ]
+    tile_steps = [  # a tile loop of a fixed count sums only the first tiles along k
+        (
+            np.maximum(X[:, :j].astype(np.float64) @ W[:j] + b, 0),
+            f"it sums only the first {j} values along k (of {X.shape[1]}): the tile loop runs a fixed number "
+            f"of times. Loop over range(0, K, TILE), K = X.shape[1], so any k works.",
+        )
+        for j in range(8, X.shape[1], 8)  # whole tiles: TILE is 8 in the simulator, 16 on a GPU
+    ]
+    variants.extend(tile_steps)
     if m <= n:
         variants.append(
             (
@@ -228,9 +237,9 @@ def check_linear_relu(
     """
     rng = _rng(seed)
     if sizes is None:
-        sizes = (
-            [(tile, tile, tile), (13, 20, 9)] if device.mode() == "sim" else [(64, 64, 64), (257, 100, 31)]
-        )
+        # k runs over 5 tiles in the simulator; the hidden tests run more, so a fixed tile count fails one
+        sim = [(tile, tile, tile), (13, 4 * tile + 5, 9)]
+        sizes = sim if device.mode() == "sim" else [(64, 64, 64), (257, 100, 31)]
     (sm, sk, sn), sX, sW, sb = _small_layer(tile, seed)
     small = (*launch.square(sm, sn, tile), sX, sW, sb, checks.empty_output((sm, sn)))
     edge_size = (tile + 5, max(1, tile - 3), tile + 1)  # blocks stick out of Y, and K < TILE
