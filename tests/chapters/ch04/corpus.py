@@ -181,7 +181,7 @@ TRANSPOSE = [
         "transpose-unguarded-write",
         "transpose_no_conflict",
         "guards the read but not the write",
-        r"out-of-bounds write to dst",
+        r"out-of-bounds write to dst.*the write to dst needs its own guard",
         (
             "    if out_row < dst.shape[0] and out_col < dst.shape[1]:\n        dst",
             "    if True:\n        dst",
@@ -191,7 +191,7 @@ TRANSPOSE = [
         "transpose-write-guard-of-src",
         "transpose_no_conflict",
         "guards the write with the read's indices and src's shape",
-        r"out-of-bounds write to dst",
+        r"out-of-bounds write to dst.*the write to dst needs its own guard",
         (
             "if out_row < dst.shape[0] and out_col < dst.shape[1]:",
             "if row < src.shape[0] and col < src.shape[1]:",
