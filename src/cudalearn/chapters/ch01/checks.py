@@ -231,7 +231,7 @@ def check_matmul_loops(
     First the answer's code is read (`checks.student_sources`: under the grader, the answer cells it
     holds, never the student's object): `@`, a NumPy product, a whole-array function or method
     (`WHOLE_ARRAY`), a broadcast index or a name that hides what it calls (getattr, eval...) fails; code
-    that cannot be read fails too, after the runs below. Then matmul_loops is called here on plain
+    that cannot be read fails too, after the value runs below. Then matmul_loops is called here on plain
     arrays (under the grader through the judge's handle) and its result compared with A @ B computed
     here; no course code running in the student's process decides the values. Last, it is run (as
     `checks.student_side`) on `_LoopsOnly` matrices, which refuse every whole-array operation, so one
@@ -260,6 +260,7 @@ def check_matmul_loops(
             )
         )
     rng = _rng(2)
+    runs = []  # (call, A, B) of each size, run again on element-only matrices once all values are right
     for m, k, n in sizes or [(1, 1, 1), (3, 4, 5), (6, 2, 3)]:
         A, B = rng.standard_normal((m, k)), rng.standard_normal((k, n))
         expected = A @ B  # before the call
@@ -279,7 +280,11 @@ def check_matmul_loops(
             if "is wrong at" not in str(e):
                 raise
             raise AssertionError(f"{str(e).split(' Hint: ')[0]} Hint: {_loops_hint(got, A0, B0)}") from None
-        r = checks.student_side(_loops_only, matmul_loops, A0, B0)
+        runs.append((call, A0, B0))
+    if unread is not None:
+        raise unread
+    for call, A, B in runs:
+        r = checks.student_side(_loops_only, matmul_loops, A, B)
         if "forbidden" in r:
             raise AssertionError(f"`{call}` gives the right values but uses {r['forbidden']}: {LOOPS_RULE}.")
         if "error" in r:
@@ -287,8 +292,6 @@ def check_matmul_loops(
                 f"`{call}` gives the right values on NumPy arrays but raised {r['error']} on the check's "
                 f"matrices: {LOOPS_RULE}."
             )
-    if unread is not None:
-        raise unread
 
 
 def check_matmul_flops(matmul_flops: Callable[[int, int, int], int]) -> None:
