@@ -210,6 +210,11 @@ def _loops_only(matmul_loops: Callable[..., Any], A: np.ndarray, B: np.ndarray) 
     return {}
 
 
+def _element_run(matmul_loops: Callable[..., Any], A: np.ndarray, B: np.ndarray) -> dict:
+    """`_loops_only` run where the student's code lives (`checks.student_side`): {} or what it found."""
+    return checks.student_side(_loops_only, matmul_loops, A, B)
+
+
 def _loops_hint(got: Any, A: np.ndarray, B: np.ndarray) -> str:
     """matmul_loops' usual mistakes, from the wrong result."""
     C = A @ B
@@ -281,10 +286,15 @@ def check_matmul_loops(
                 raise
             raise AssertionError(f"{str(e).split(' Hint: ')[0]} Hint: {_loops_hint(got, A0, B0)}") from None
         runs.append((call, A0, B0))
-    if unread is not None:
+    if unread is not None:  # fails; what the element-only run finds is said too
+        found = [r["forbidden"] for _, A, B in runs if "forbidden" in (r := _element_run(matmul_loops, A, B))]
+        if found:
+            raise AssertionError(
+                f"{unread} Run on the check's element-only matrices, it uses {found[0]}: {LOOPS_RULE}."
+            )
         raise unread
     for call, A, B in runs:
-        r = checks.student_side(_loops_only, matmul_loops, A, B)
+        r = _element_run(matmul_loops, A, B)
         if "forbidden" in r:
             raise AssertionError(f"`{call}` gives the right values but uses {r['forbidden']}: {LOOPS_RULE}.")
         if "error" in r:
