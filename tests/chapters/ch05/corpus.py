@@ -253,22 +253,6 @@ def layer_forward(X, W, b):
 """,
     ),
     wrong(
-        "kernel-redefined-without-relu",
-        "layer_forward",
-        "redefines linear_relu_tiled in this cell without the ReLU (exercise 1 passed with the old one)",
-        r"is wrong at .*your kernel from exercise 1 gives wrong values even on a right launch",
-        code=_NAIVE_FUSED.replace("max(acc + b[col], float32(0.0))", "acc + b[col]")
-        + """
-
-def layer_forward(X, W, b):
-    m, n = X.shape[0], W.shape[1]
-    Y = cuda.device_array((m, n), dtype=np.float32)
-    grid = (math.ceil(n / TILE), math.ceil(m / TILE))
-    linear_relu_tiled[grid, (TILE, TILE)](X, W, b, Y)
-    return Y
-""",
-    ),
-    wrong(
         "returns-host-copy",
         "layer_forward",
         "returns Y.copy_to_host()",
