@@ -1,4 +1,4 @@
-"""Labs 0-2's checks: the int-vs-float rule, the usual-mistake hints and the no-NumPy-product probe."""
+"""Labs 0-2's checks: the one int rule, the sentinel, the usual-mistake hints and lab 1's loops-only rule."""
 
 import numpy as np
 import pytest
@@ -6,18 +6,44 @@ import pytest
 from cudalearn import checks, exercises
 
 
-def test_exact_types_want_a_python_int_and_a_tuple_of_them():
+def test_exact_types_follow_the_one_int_rule_and_want_a_tuple_of_ints():
+    """An int answer is a Python int or a NumPy integer (`answer_types.is_int`); a float or a bool is not."""
     cases = [((3,), 3)]
-    checks.check_function(lambda n: n, cases, name="f", exact_types=True)
-    for answer, why in [(3.0, "a float"), (np.float64(3), "numpy.float64"), (np.int64(3), "numpy.int64")]:
-        with pytest.raises(AssertionError, match=f"{why}, where a Python int"):
+    for answer in (3, np.int64(3), np.int32(3), np.uint8(3)):
+        checks.check_function(lambda n, a=answer: a, cases, name="f", exact_types=True)
+    for answer, why in [(3.0, "a float"), (np.float64(3), "numpy.float64")]:
+        with pytest.raises(AssertionError, match=f"{why}, where an int is asked for"):
             checks.check_function(lambda n, a=answer: a, cases, name="f", exact_types=True)
+    with pytest.raises(AssertionError, match="True, a bool, where an int.*comparison gives a bool"):
+        checks.check_function(lambda n: True, [((1,), 1)], name="f", exact_types=True)
     checks.check_function(lambda n: 3.0, cases, name="f")  # without exact_types the value is enough
     pair = [((1,), (1, 2))]
+    checks.check_function(lambda n: (np.int64(1), 2), pair, name="g", exact_types=True)
     with pytest.raises(AssertionError, match="a list, where a tuple.*return a tuple"):
         checks.check_function(lambda n: [1, 2], pair, name="g", exact_types=True)
     with pytest.raises(AssertionError, match="item 1 that is 2.0, a float"):
         checks.check_function(lambda n: (1, 2.0), pair, name="g", exact_types=True)
+
+
+def test_a_nan_the_kernel_computed_is_not_an_unwritten_element():
+    """The sentinel is a NaN of marked bits: a computed 0/0 is named as computed, never as unwritten."""
+    expected = np.ones(4, np.float32)
+    got = checks.empty_output(4)
+    with pytest.raises(AssertionError, match="wrote nothing"):
+        checks.check_close(got, expected)
+    with np.errstate(invalid="ignore"):
+        got[:] = np.float32(0) / np.float32(0)  # every element written, as NaN
+    with pytest.raises(AssertionError) as e:
+        checks.check_close(got, expected)
+    assert "never written" not in str(e.value) and "not done" not in str(e.value)
+    assert "4 wrong element(s) hold NaN or inf that your kernel computed" in str(e.value)
+    assert "0/0" in str(e.value)
+    got[2:] = checks.sentinel(np.float32)  # two left as the check filled them
+    with pytest.raises(AssertionError, match="2 wrong element.*never written.*2 wrong element.*computed"):
+        checks.check_close(got, expected)
+    for dtype in (np.float16, np.float32, np.float64):
+        assert checks.sentinels.is_sentinel(checks.empty_output(3, dtype)).all()
+        assert not checks.sentinels.is_sentinel(np.full(3, np.nan, dtype)).any()
 
 
 def test_a_type_is_named_bare_if_builtin_or_the_students_else_by_the_package_that_exports_it():
@@ -60,20 +86,32 @@ def test_blocks_for_rejects_float_division():
     exercises.check_blocks_for(lambda n, t: -(-n // t))
 
 
-def test_matmul_loops_refuses_numpy_products_but_not_loops():
+def test_matmul_loops_refuses_every_whole_array_operation_but_not_loops():
+    """Lab 1's rule holds against what a student can write: a product, a broadcast, a row times a column."""
     for f, what in [
         (lambda A, B: A @ B, "@"),
         (lambda A, B: np.dot(A, B), "np.dot"),
         (np.matmul, "np.matmul"),
+        (lambda A, B: (A[:, :, None] * B[None, :, :]).sum(axis=1), r"\.sum"),
     ]:
         with pytest.raises(AssertionError, match=f"uses {what}"):
             exercises.check_matmul_loops(f)
 
-    def loops(A, B):
+    def row_times_column(A, B):
         C = np.zeros((A.shape[0], B.shape[1]))
         for i in range(A.shape[0]):
             for j in range(B.shape[1]):
-                C[i, j] = np.sum(A[i, :] * B[:, j])
+                C[i, j] = sum(A[i, :] * B[:, j])  # the loop over k done by NumPy
+        return C
+
+    with pytest.raises(AssertionError, match="right values but uses np.multiply.*single elements"):
+        exercises.check_matmul_loops(row_times_column)
+
+    def loops(A, B):
+        C = np.zeros((A.shape[0], B.shape[1]))
+        for i, row in enumerate(A):
+            for j in range(B.shape[1]):
+                C[i, j] = sum(a * B[p][j] for p, a in enumerate(row))
         return C
 
     exercises.check_matmul_loops(loops)
@@ -103,7 +141,7 @@ def test_a_block_size_typed_in_is_named_with_the_gpus_larger_blocks():
     got[: (grid - 1) * 32 + threads + 1] = 1  # one more element: no step explains it
     assert _stride_hint(got, expected, grid, threads) is None
     a = np.random.default_rng(0).random((64, 64), dtype=np.float32)
-    c = np.full((64, 64), np.nan, np.float32)
+    c = checks.empty_output((64, 64))  # the sentinel where nothing was written
     edge = 3 * 8 + 16  # blocks (16, 16) of a (4, 4) grid placed 8 apart
     c[:edge, :edge] = (a @ a)[:edge, :edge]
     assert "blockIdx.x * 8" in _matmul_hint(c, a, a, (4, 4), (16, 16))

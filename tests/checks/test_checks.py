@@ -130,7 +130,7 @@ def test_unwritten_and_nan_elements_are_counted_not_hidden_by_the_largest_error(
         checks.check_close(mixed, expected)
     msg = str(e.value)
     assert "Largest error: 0.25 (over the wrong elements that hold a number)" in msg, msg
-    assert "4 wrong element(s) were never written: they still hold nan" in msg, msg
+    assert "4 wrong element(s) were never written: they still hold the marked NaN" in msg, msg
     assert "1 wrong element(s) hold NaN or inf" in msg, msg
 
 

@@ -697,7 +697,10 @@ def test_memcheck_hint_points_to_the_guard_only_for_a_partial_last_block():
         trace(scale_unguarded, 4, 32, np.ones(100, np.float32), np.zeros(100, np.float32))
     msg = str(info.value)
     assert "the index `i` is 100 on axis 0 of inp, whose extent is 100" in msg
-    assert "last, partial block along x: its global x index is 100" in msg
+    assert (
+        "last, partial block along x: 4 block(s) of 32 threads make 128 threads along x for 100 elements, so "
+        "the last 28 (global x index 100 to 127; this one is 100) have no element" in msg
+    ), msg
     assert "Did you guard the last partial block (if i < inp.shape[0]: ...)?" in msg
     src, dst = np.ones((4, 40), np.float32), np.zeros((4, 40), np.float32)
     with pytest.raises(TraceOutOfBounds) as info:

@@ -19,7 +19,10 @@ from typing import Any
 import numpy as np
 
 from cudalearn.checks import tracebacks  # noqa: F401  (in a notebook: a failing check shows its message)
-from cudalearn.checks.answer_types import type_name
+from cudalearn.checks.answer_types import INT_FIX, int_problem, type_name
+from cudalearn.checks.sentinels import _sentinel_name, is_sentinel
+from cudalearn.checks.sentinels import empty_output as empty_output  # the labs call it as checks.empty_output
+from cudalearn.checks.sentinels import sentinel as sentinel
 
 NOT_DONE = (
     "the exercise is not done yet: replace the `# YOUR CODE HERE` lines "
@@ -34,24 +37,6 @@ def _to_numpy(x: Any) -> Any:
     if type(x).__module__.startswith("torch"):
         return x.detach().cpu().numpy()
     return x
-
-
-def sentinel(dtype: np.dtype) -> Any:
-    """The value an output is filled with before a student's kernel runs: NaN, or the int minimum."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return np.nan
-    if dtype.kind == "i":
-        return np.iinfo(dtype).min
-    if dtype.kind == "u":
-        return np.iinfo(dtype).max
-    raise TypeError(f"no sentinel for dtype {dtype}")
-
-
-def _is_sentinel(a: np.ndarray) -> np.ndarray:
-    if a.dtype.kind == "f":
-        return np.isnan(a)
-    return a == sentinel(a.dtype)
 
 
 def _fmt_index(idx: tuple[int, ...]) -> str:
@@ -75,9 +60,10 @@ def check_shape_dtype(actual: Any, expected: np.ndarray, name: str = "result") -
             hint = " It has the right number of elements: check how you reshape or allocate it."
         raise AssertionError(f"`{name}` has shape {actual.shape}, expected {expected.shape}.{hint}")
     if actual.dtype != expected.dtype:
+        gpu = " (the course's GPU kernels compute in float32)" if expected.dtype == np.float32 else ""
         raise AssertionError(
             f"`{name}` has dtype {actual.dtype}, expected {expected.dtype}. Allocate it with "
-            f"dtype=np.{expected.dtype.name} (GPU kernels in this course use {expected.dtype.name})."
+            f"dtype=np.{expected.dtype.name}{gpu}."
         )
     return actual
 
@@ -118,9 +104,17 @@ def _diagnose(
     unwritten = bad & never
     if unwritten.any():
         hints.append(
-            f"{int(unwritten.sum())} element(s) were never written (they still hold the sentinel "
-            f"{sentinel(actual.dtype)} the check put there): is the grid too small to cover the "
+            f"{int(unwritten.sum())} element(s) were never written (they still hold the sentinel, "
+            f"{_sentinel_name(actual.dtype)}, the check put there): is the grid too small to cover the "
             f"array, or do some threads return before writing?"
+        )
+    with np.errstate(invalid="ignore"):
+        computed = bad & ~np.isfinite(actual.astype(np.float64)) & ~never
+    if computed.any() and np.isfinite(expected[computed].astype(np.float64)).all():
+        hints.append(
+            f"{int(computed.sum())} element(s) hold a NaN or inf your kernel computed and stored (not the "
+            f"sentinel: they were written): look for a 0/0, inf - inf, a division by a zero sum, or an exp "
+            f"that overflows float32 (exp(x) above x = 88; a softmax subtracts its row's max first)."
         )
     if not hints:
         hints.append("compare your indexing with the NumPy spec on a small example, element by element.")
@@ -173,9 +167,9 @@ def check_close(
     """
     expected = np.asarray(expected)
     actual = check_shape_dtype(actual, expected, name)
-    never = _is_sentinel(actual) & ~_is_sentinel(expected) if unwritten is None else np.asarray(unwritten)
-    nothing = _is_sentinel(actual).all() if unwritten is None else never.all()
-    if nothing and not _is_sentinel(expected).all():
+    never = is_sentinel(actual) & ~is_sentinel(expected) if unwritten is None else np.asarray(unwritten)
+    nothing = is_sentinel(actual).all() if unwritten is None else never.all()
+    if nothing and not is_sentinel(expected).all():
         raise AssertionError(f"your kernel wrote nothing into `{name}`: {NOT_DONE}")
     with np.errstate(invalid="ignore"):
         ok = np.isclose(actual, expected, rtol=rtol, atol=atol)
@@ -210,19 +204,23 @@ def _largest_error(actual: np.ndarray, expected: np.ndarray, bad: np.ndarray, ne
     if unwritten.any():
         parts.append(
             f"{int(unwritten.sum())} wrong element(s) were never written: they still hold "
-            f"{sentinel(actual.dtype)}, the sentinel the check filled the output with"
+            f"{_sentinel_name(actual.dtype)}, the sentinel the check filled the output with"
         )
     if other.any():
-        parts.append(f"{int(other.sum())} wrong element(s) hold NaN or inf (computed, not left unwritten)")
+        parts.append(
+            f"{int(other.sum())} wrong element(s) hold NaN or inf that your kernel computed (they were "
+            f"written: a 0/0, inf - inf or an overflow, not an element left unwritten)"
+        )
     return "; ".join(parts) + "."
 
 
 def _type_problem(actual: Any, expected: Any) -> str | None:
-    """Why `actual` is not of `expected`'s type (an int for an int, a tuple for a tuple), or None."""
-    if isinstance(expected, int) and not isinstance(expected, bool):
-        if isinstance(actual, int) and not isinstance(actual, bool):
-            return None
-        return f"is {actual!r}, a {type_name(actual)}, where a Python int is asked for"
+    """Why `actual` is not of `expected`'s type (an int for an int, a tuple for a tuple), or None.
+
+    An int is judged by the course's one rule (`answer_types.is_int`: a Python int or a NumPy integer).
+    """
+    if isinstance(expected, (int, np.integer)) and not isinstance(expected, bool):
+        return int_problem(actual)
     if isinstance(expected, tuple):
         if not isinstance(actual, tuple):
             return f"is {actual!r}, a {type_name(actual)}, where a tuple is asked for"
@@ -235,8 +233,9 @@ def _type_problem(actual: Any, expected: Any) -> str | None:
 def check_equal(actual: Any, expected: Any, *, name: str, hint: str = "", exact_types: bool = False) -> None:
     """Raise unless a scalar or tuple answer equals the expected one exactly (all labs).
 
-    With `exact_types`, an int must also be a Python int (not 3.0, np.float64 or np.int64) and a tuple a
-    tuple of such (labs 0-2: launch configurations, counts).
+    With `exact_types`, an int must also be an int by the course's one rule (`answer_types.is_int`: a
+    Python int or a NumPy integer, not 3.0, np.float64 or True) and a tuple a tuple of such (launch
+    configurations, counts).
     """
     if actual is None:
         raise AssertionError(f"`{name}` is None: {NOT_DONE}")
@@ -249,9 +248,9 @@ def check_equal(actual: Any, expected: Any, *, name: str, hint: str = "", exact_
         fix = (
             "return a tuple, e.g. `return (x, y)`."
             if isinstance(expected, tuple) and not isinstance(actual, tuple)
-            else "integer arithmetic (+, *, //) on ints gives a Python int; `/`, math.floor of a float, "
-            "np.ceil and NumPy reductions give floats or NumPy scalars (int(...) converts, but compute it "
-            "with // so nothing is rounded)."
+            else "a comparison gives a bool (True or False), not a count: return the number itself."
+            if isinstance(actual, (bool, np.bool_))
+            else INT_FIX
         )
         raise AssertionError(
             f"`{name}` {why}: the value is right but the type is not (expected {expected!r}). Hint: {fix}"
@@ -366,11 +365,6 @@ def run_kernel(kernel: Any, griddim: Any, blockdim: Any, *args: Any, float32_onl
     return out
 
 
-def empty_output(shape: Sequence[int] | int, dtype: Any = np.float32) -> np.ndarray:
-    """An output array filled with the sentinel, so an unwritten element is recognised (all labs)."""
-    return np.full(shape, sentinel(dtype), dtype=dtype)
-
-
 def call_student(fn: Callable[..., Any], name: str, *args: Any) -> Any:
     """fn(*args) for a student's function; a stub's NotImplementedError says 'not done yet' (all labs)."""
     try:
@@ -455,7 +449,8 @@ def check_function(
 
     `mistakes` are (formula, hint) pairs of usual wrong answers: when fn's answers are a formula's values
     (on every case, else on the first wrong one), the message gives that formula's hint instead of
-    `hint`. `exact_types` is check_equal's: an int must be a Python int, a tuple a tuple of them.
+    `hint`. `exact_types` is check_equal's: an int must be an int (`answer_types.is_int`), a tuple a tuple
+    of them.
     """
     answers = [(args, expected, call_student(fn, name, *args)) for args, expected in cases]
     everywhere = [h for f, h in mistakes if all(_same_answer(got, f(*args)) for args, _, got in answers)]

@@ -244,7 +244,7 @@ Limits: what is not defended
   returns get stand-ins: the memory tracer (labs 3-5) gets the kernel
   rebuilt in the judge from the answer cell's source, only after a check
   that it stays in the CUDA subset (`rebuild`, `kernel_check`; otherwise the
-  test fails and says why); launch and host-copy counters (lab 5) see the
+  test fails and says why); launch and host-copy counters (labs 0 and 5) see the
   launches and copies the student's process reports, replayed in the judge.
   A student who deliberately tampers with their own process (rebinding the
   exercise's name to another kernel at run time, patching the sandbox's

@@ -96,10 +96,13 @@ class Memcheck:
             partial = (self.griddim[a] - 1) * b < n < self.griddim[a] * b  # the last block sticks out
             if partial and self.block[a] == self.griddim[a] - 1 and g >= n:
                 guard = f"{expr or 'i'} < {name}.shape[{axis}]"
+                launched = self.griddim[a] * b
                 return (
                     f"{where}. This thread is one of the surplus threads of the last, partial block along"
-                    f" {xyz}: its global {xyz} index is {g}, and {n} is not a multiple of the block size"
-                    f" {b}. Did you guard the last partial block (if {guard}: ...)?"
+                    f" {xyz}: {self.griddim[a]} block(s) of {b} threads make {launched} threads along {xyz}"
+                    f" for {n} elements, so the last {launched - n} (global {xyz} index {n} to"
+                    f" {launched - 1}; this one is {g}) have no element."
+                    f" Did you guard the last partial block (if {guard}: ...)?"
                 )
         hint = (
             f"{where}. The thread is not a surplus thread of a last partial block, so check the index"

@@ -24,9 +24,22 @@ MUTATIONS = [
     wrong(
         "bf-np-int64",
         "blocks_for",
-        "np.ceil(n / threads).astype(int): a NumPy integer",
-        r"numpy\.int64.*Python int",
+        "np.ceil(n / threads).astype(int): a NumPy integer, but float division rounds for large n",
+        r"float division, which rounds",
         (SOLVED, "return np.ceil(n / threads).astype(int)"),
+    ),
+    wrong(
+        "bf-bool",
+        "blocks_for",
+        "n > 0 for a single block: a bool, where an int is asked for",
+        r"True, a bool, where an int is asked for",
+        (SOLVED, "return n > 0 if n <= threads else (n + threads - 1) // threads"),
+    ),
+    valid(
+        "bf-numpy-integer",
+        "blocks_for",
+        "a NumPy integer of the integer formula (the one rule: Python int or NumPy integer)",
+        (SOLVED, "return np.int64((n + threads - 1) // threads)"),
     ),
     wrong(
         "bf-math-ceil",
@@ -93,6 +106,26 @@ MUTATIONS = [
         "forgets to return the result",
         r"is None.*return",
         ("return d_x.copy_to_host()", "d_x.copy_to_host()"),
+    ),
+    wrong(
+        "dg-swapped-launch",
+        "double_on_gpu",
+        "scale[THREADS, blocks]: blocks and threads swapped (the same number of threads, so right values)",
+        r"blocks and threads are swapped.*1,024 threads",
+        (LAUNCH, "scale[THREADS, blocks_for(x.shape[0], THREADS)](d_x, np.float32(2.0))"),
+    ),
+    wrong(
+        "dg-patched-experiment",
+        "double_on_gpu",
+        "triples on the host, and replaces the check's old student-side experiment with one that reports "
+        "a right round trip (a function of the course package, reassigned in the student's process)",
+        r"launched no kernel",
+        code='THREADS = cudalearn.size("ch0.block")\n'
+        "import cudalearn.chapters.ch00.checks as lab_checks\n\n"
+        "lab_checks._round_trip = lambda f, x: {\n"
+        '    "got": 2 * x, "device": False, "x": x, "launches": ["scale"]\n'
+        "}\n"
+        "\n\ndef double_on_gpu(x):\n    return 3 * x\n",
     ),
     valid(
         "dg-two-steps",

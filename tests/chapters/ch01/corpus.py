@@ -101,6 +101,60 @@ MUTATIONS = [
         code=LOOPS_HEAD
         + "    C = np.zeros((A.shape[0], B.shape[1]))\n    A[...] = 0\n    B[...] = 0\n    return C\n",
     ),
+    wrong(
+        "ml-broadcast-sum",
+        "matmul_loops",
+        "a broadcast product summed over k: no @, no np.dot, no loop",
+        r"uses (a None or \.\.\. index|\.sum).*loops over single elements",
+        code=LOOPS_HEAD + "    return (A[:, :, None] * B[None, :, :]).sum(axis=1)\n",
+    ),
+    wrong(
+        "ml-np-sum-broadcast",
+        "matmul_loops",
+        "np.sum of a broadcast product through reshape",
+        r"uses np\.sum.*loops over single elements",
+        code=LOOPS_HEAD
+        + "    m, k = A.shape\n    n = B.shape[1]\n"
+        + "    return np.sum(A.reshape(m, k, 1) * B.reshape(1, k, n), axis=1)\n",
+    ),
+    wrong(
+        "ml-row-times-column",
+        "matmul_loops",
+        "loops over i and j, but each C[i, j] is sum(A[i, :] * B[:, j]): the loop over k is NumPy's",
+        r"right values but uses np\.multiply on a whole matrix, a row or a column.*loops over single",
+        code=LOOPS_HEAD
+        + "    m, k = A.shape\n    n = B.shape[1]\n    C = np.zeros((m, n))\n    for i in range(m):\n"
+        + "        for j in range(n):\n            C[i, j] = sum(A[i, :] * B[:, j])\n    return C\n",
+    ),
+    wrong(
+        "ml-helper-row-product",
+        "matmul_loops",
+        "the row-times-column product hidden in a helper of the same cell",
+        r"right values but uses np\.multiply.*loops over single",
+        code="def rowdot(r, c):\n    return sum(r * c)\n\n\n"
+        + LOOPS_HEAD
+        + "    m = A.shape[0]\n    n = B.shape[1]\n    C = np.zeros((m, n))\n    for i in range(m):\n"
+        + "        for j in range(n):\n            C[i, j] = rowdot(A[i], B.T[j])\n    return C\n",
+    ),
+    wrong(
+        "ml-patch-the-check",
+        "matmul_loops",
+        "replaces the check's student-side run with setattr, then broadcasts",
+        r"uses (setattr|\.sum)",
+        code="import cudalearn.chapters.ch01.checks as lab_checks\n\n"
+        + 'setattr(lab_checks, "_loops_only", lambda f, A, B: {})\n\n\n'
+        + LOOPS_HEAD
+        + "    return (A[:, :, None] * B[None, :, :]).sum(axis=1)\n",
+    ),
+    valid(
+        "ml-iterate-rows",
+        "matmul_loops",
+        "iterates the rows of A and of B.T, zip of two element iterators",
+        code=LOOPS_HEAD
+        + "    C = np.zeros((A.shape[0], B.shape[1]), dtype=A.dtype)\n"
+        + "    for i, row in enumerate(A):\n        for j, col in enumerate(B.T):\n"
+        + "            C[i, j] = sum(a * b for a, b in zip(row, col))\n    return C\n",
+    ),
     valid(
         "ml-ikj",
         "matmul_loops",
@@ -140,7 +194,7 @@ MUTATIONS = [
         "mf-float",
         "matmul_flops",
         "2.0 * m * n * k: a float",
-        r"a float, where a Python int",
+        r"a float, where an int is asked for",
         ("return 2 * m * n * k", "return 2.0 * m * n * k"),
     ),
     wrong(
@@ -157,12 +211,18 @@ MUTATIONS = [
         r"left out n",
         ("return 2 * m * n * k", "return 2 * m * k"),
     ),
-    wrong(
+    valid(
         "mf-np-prod",
         "matmul_flops",
-        "np.prod: a NumPy integer",
-        r"numpy\.int64.*Python int",
+        "np.prod: a NumPy integer (the one rule: Python int or NumPy integer)",
         ("return 2 * m * n * k", "return 2 * np.prod([m, n, k])"),
+    ),
+    wrong(
+        "mf-float-cast",
+        "matmul_flops",
+        "float(2 * m * n * k): a float holding a whole number",
+        r"2\.0, a float, where an int is asked for",
+        ("return 2 * m * n * k", "return float(2 * m * n * k)"),
     ),
     valid("mf-reordered", "matmul_flops", "k * m * n * 2", ("return 2 * m * n * k", "return k * m * n * 2")),
     valid(

@@ -143,7 +143,7 @@ MUTATIONS = [
         "g2-true-division",
         "grid_2d",
         "math.ceil of a float division, then / for y",
-        r"float, where a Python int",
+        r"float, where an int is asked for",
         (GRID, "return ((cols + bx - 1) // bx, (rows + by - 1) / by)"),
     ),
     valid(
@@ -237,6 +237,20 @@ MUTATIONS = [
             "    col = cuda.blockIdx.x * 8 + cuda.threadIdx.x\n"
             "    row = cuda.blockIdx.y * 8 + cuda.threadIdx.y",
         ),
+    ),
+    wrong(
+        "mm-b-column-from-row",
+        "matmul_naive",
+        "reads B[k, row]: the row index where the column belongs",
+        r"every wrong element is a right sum of another column.*reads B\[k, row\], where B\[k, col\] belongs",
+        ("acc += A[row, k] * B[k, col]", "acc += A[row, k] * B[k, row]"),
+    ),
+    wrong(
+        "mm-a-row-from-col",
+        "matmul_naive",
+        "reads A[col, k]: the column index where the row belongs",
+        r"index `col` is \d+ on axis 0 of A.*swapped row and column|reads A\[col, k\], where A\[row, k\]",
+        ("acc += A[row, k] * B[k, col]", "acc += A[col, k] * B[k, col]"),
     ),
     wrong(
         "mm-acc-in-loop",

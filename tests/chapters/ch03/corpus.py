@@ -346,6 +346,13 @@ MATMUL = [
         ("range((K + TILE - 1) // TILE)", "range(K // TILE)"),
     ),
     wrong(
+        "k-loop-fixed-count",
+        "matmul_tiled",
+        "a tile loop of a fixed count, range(3): the tiles the visible check's k once needed",
+        r"sums only the first 3 tile\(s\) along k.*fixed number of times",
+        ("range((K + TILE - 1) // TILE)", "range(3)"),
+    ),
+    wrong(
         "store-in-tile-loop",
         "matmul_tiled",
         "writes C[row, col] = acc at the end of every tile step",

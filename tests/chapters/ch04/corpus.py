@@ -181,7 +181,7 @@ TRANSPOSE = [
         "transpose-unguarded-write",
         "transpose_no_conflict",
         "guards the read but not the write",
-        r"out-of-bounds write to dst",
+        r"out-of-bounds write to dst.*the write to dst needs its own guard",
         (
             "    if out_row < dst.shape[0] and out_col < dst.shape[1]:\n        dst",
             "    if True:\n        dst",
@@ -191,7 +191,7 @@ TRANSPOSE = [
         "transpose-write-guard-of-src",
         "transpose_no_conflict",
         "guards the write with the read's indices and src's shape",
-        r"out-of-bounds write to dst",
+        r"out-of-bounds write to dst.*the write to dst needs its own guard",
         (
             "if out_row < dst.shape[0] and out_col < dst.shape[1]:",
             "if row < src.shape[0] and col < src.shape[1]:",
@@ -401,6 +401,13 @@ MATMUL = [
         "loops over K // TILE tiles",
         r"k is a multiple of TILE.*K // TILE drops",
         ("range((K + TILE - 1) // TILE)", "range(K // TILE)"),
+    ),
+    wrong(
+        "bt-k-loop-fixed-count",
+        "matmul_bt_no_conflict",
+        "a tile loop of a fixed count, range(2): the tiles the visible check's k once needed",
+        r"sums only the first 2 tile\(s\) along k.*fixed number of times",
+        ("range((K + TILE - 1) // TILE)", "range(2)"),
     ),
     wrong(
         "bt-early-return",

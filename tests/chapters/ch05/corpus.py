@@ -9,7 +9,36 @@ SECOND_BARRIER = "            acc += sX[ty, k] * sW[k, tx]\n        cuda.syncthr
 GUARD = "    if row < Y.shape[0] and col < Y.shape[1]:\n"
 BACKWARD_STORE = "        dA[row, col] = acc if A[row, col] > float32(0.0) else float32(0.0)"
 
+_NAIVE_FUSED = '''@cuda.jit
+def linear_relu_tiled(X, W, b, Y):
+    """Lab 5: Y = relu(X @ W + b), one thread per output, straight from global memory."""
+    col, row = cuda.grid(2)
+    if row < Y.shape[0] and col < Y.shape[1]:
+        acc = float32(0.0)
+        for k in range(X.shape[1]):
+            acc += X[row, k] * W[k, col]
+        Y[row, col] = max(acc + b[col], float32(0.0))
+'''
+
 _LINEAR_RELU = [
+    wrong(
+        "naive-fused",
+        "linear_relu_tiled",
+        "Chapter 2's naive product with the epilogue: right values, no shared tiles",
+        r"results are right, but .* no shared-memory access.*naive product",
+        code=_NAIVE_FUSED,
+    ),
+    wrong(
+        "w-from-global",
+        "linear_relu_tiled",
+        "tiles X in shared memory but reads W straight from global memory in the inner loop",
+        r"results are right, but .*global loads touch \d+ sectors.*course's tiled kernel touches",
+        (
+            "            acc += sX[ty, k] * sW[k, tx]",
+            "            if k0 + k < K and col < W.shape[1]:\n"
+            "                acc += sX[ty, k] * W[k0 + k, col]",
+        ),
+    ),
     wrong(
         "float64-acc",
         "linear_relu_tiled",
@@ -83,6 +112,13 @@ _LINEAR_RELU = [
         "ReLU before the bias: relu(acc) + b[col]",
         r"bias was added after the ReLU",
         ("max(acc + b[col], float32(0.0))", "max(acc, float32(0.0)) + b[col]"),
+    ),
+    wrong(
+        "k-loop-fixed-count",
+        "linear_relu_tiled",
+        "a tile loop of a fixed count, three tiles: what the visible check's k once needed",
+        r"sums only the first \d+ values along k.*fixed number of times",
+        ("    for k0 in range(0, K, TILE):", "    for k0 in range(0, 3 * TILE, TILE):"),
     ),
     wrong(
         "no-relu",
@@ -287,6 +323,17 @@ def layer_forward(X, W, b):
 
 _BACKWARD = [
     wrong(
+        "backward-block-typed-in",
+        "backward_input",
+        "the simulator's block size typed into the index: blockIdx * 8 + threadIdx",
+        r"right with blocks of \(8, 8\) and wrong with blocks of \(16, 4\).*type the block size",
+        (
+            "    col, row = cuda.grid(2)  # x runs along the columns: a warp reads a row of WT",
+            "    col = cuda.blockIdx.x * 8 + cuda.threadIdx.x\n"
+            "    row = cuda.blockIdx.y * 8 + cuda.threadIdx.y",
+        ),
+    ),
+    wrong(
         "backward-float64-acc",
         "backward_input",
         "accumulates in float64 (acc = 0.0)",
@@ -404,11 +451,10 @@ _BYTES = [
         r"int",
         ("    return per_element * m * n", "    return per_element * m * n * 1.0"),
     ),
-    wrong(
+    valid(
         "bytes-numpy-int",
         "epilogue_bytes",
-        "returns a NumPy integer (np.prod)",
-        r"int",
+        "returns a NumPy integer (np.prod): the one rule accepts a Python int or a NumPy integer",
         ("    return per_element * m * n", "    return np.prod([per_element, m, n])"),
     ),
     wrong(

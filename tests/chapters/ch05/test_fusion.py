@@ -573,6 +573,15 @@ def test_lab_checks_catch_wrong_layer_forwards():
     with pytest.raises(AssertionError, match="not done yet"):
         exercises.check_layer_forward(not_done, kernel, sizes=[(3, 4, 5)])
 
+    def with_no_relu(X, W, b):  # a right launch of a kernel that is wrong itself
+        Y = cuda.device_array((X.shape[0], W.shape[1]), np.float32)
+        no_relu[linear.tiled_launch(X.shape[0], W.shape[1], TILE)](X, W, b, Y)
+        return Y
+
+    # never skipped on exercise 1's account: the values are compared, and the message names the kernel
+    with pytest.raises(AssertionError, match=r"(?s)is wrong at .*your kernel from exercise 1 gives wrong"):
+        exercises.check_layer_forward(with_no_relu, no_relu, sizes=[(9, 5, 7)], tile=TILE)
+
 
 def test_lab_checks_catch_uncoalesced_backward_and_wrong_bytes():
     with pytest.raises(AssertionError, match="sectors of 32 bytes on average"):
@@ -582,6 +591,6 @@ def test_lab_checks_catch_uncoalesced_backward_and_wrong_bytes():
     assert coalesced_backward._backward_ideal_sectors(64, 8, 64) == 128 * (8 * 5 + 4)
     with pytest.raises(AssertionError, match="epilogue_bytes"):
         exercises.check_epilogue_bytes(lambda m, n, f: (4 if f else 12) * m * n)
-    with pytest.raises(AssertionError, match="a float, where a Python int is asked for"):
+    with pytest.raises(AssertionError, match="a float, where an int is asked for"):
         exercises.check_epilogue_bytes(lambda m, n, f: (8.0 if f else 24.0) * m * n)
     assert math.isclose(coalesced_backward.MAX_SECTORS_PER_LOAD, 4.0)

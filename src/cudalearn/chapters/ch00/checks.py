@@ -1,13 +1,15 @@
 """Checks of lab 0 (setup): the blocks that cover an array, a round trip to the device, the global index.
 
-Answers that are numbers must be of the type asked for (a Python int for a
-count or a launch); a usual wrong formula gets a hint naming it. Kernels are
-checked as `simple_kernels` says.
+Answers that are numbers must be of the type asked for (an int for a count
+or a launch, by `checks.answer_types.is_int`); a usual wrong formula gets a
+hint naming it. Kernels are checked as `simple_kernels` says.
 """
 
 from __future__ import annotations
 
+import ast
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,46 +45,57 @@ def check_blocks_for(blocks_for: Callable[[int, int], int]) -> None:
     )
 
 
-def _round_trip(double_on_gpu: Callable[[np.ndarray], Any], x: np.ndarray) -> dict:
-    """Lab 0, run where the student's code lives: double_on_gpu(x), x afterwards and the kernels launched."""
-    from cudalearn.runtime.counting import count_launches
+def _swapped_launch(sources: Sequence[str]) -> str | None:
+    """The line of a `scale[THREADS, blocks]` launch (threads first) in lab 0's answer cells, or None.
 
-    with count_launches() as launches:
+    Swapped, the launch still covers n elements (blocks x THREADS threads either way), so no value shows
+    it: a block of more than 1,024 threads does not launch on a GPU, and the simulator does not refuse one.
+    """
+    for source in sources:
         try:
-            got = double_on_gpu(x)
-        except NotImplementedError:
-            return {"not_done": True}
-    on_device = hasattr(got, "copy_to_host")
-    return {
-        "got": got.copy_to_host() if on_device else got,
-        "device": on_device,
-        "x": x,
-        "launches": launches.names,
-    }
+            tree = ast.parse(textwrap.dedent(source))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple)):
+                continue
+            named = isinstance(node.value, ast.Name) and node.value.id == "scale"
+            if not (named and len(node.slice.elts) == 2):
+                continue
+            first, second = (ast.unparse(e).lower() for e in node.slice.elts)
+            if "thread" in first and "thread" not in second or "block" in second and "block" not in first:
+                return ast.unparse(node)
+    return None
 
 
 def check_round_trip(double_on_gpu: Callable[[np.ndarray], Any], sizes: Sequence[int] | None = None) -> None:
-    """Lab 0: double_on_gpu(x) doubles x on the device with `scale` into a new host array; x unchanged."""
+    """Lab 0: double_on_gpu(x) doubles x on the device with `scale` into a new host array; x unchanged.
+
+    The function is called here, as any other (under `cudalearn grade` through the judge's handle): its
+    result and x afterwards are compared with 2 * x computed here, and its launches are counted here
+    (the grader replays the student's launches into this process), so no course function running in the
+    student's process decides. The answer's code is read for a launch with blocks and threads swapped.
+    """
+    from cudalearn.runtime.counting import observe
+
     threads = size("ch0.block")
     for n in sizes or [37, 5, 2 * threads + 3]:
         x = _rng(1).standard_normal(n).astype(np.float32)
         before = x.copy()
-        r = checks.student_side(_round_trip, double_on_gpu, x)
-        if r.get("not_done"):
-            raise AssertionError(f"`double_on_gpu` raised NotImplementedError: {checks.NOT_DONE}")
-        if r["device"]:
+        with observe() as seen:
+            got = checks.call_student(double_on_gpu, "double_on_gpu", x)
+        if hasattr(got, "copy_to_host"):
             raise AssertionError(
                 "`double_on_gpu` returned a device array: copy the result back to the host with "
                 "`.copy_to_host()` before returning it."
             )
-        if "scale" not in r["launches"]:
-            what = f"launched {r['launches']}" if r["launches"] else "launched no kernel"
+        if "scale" not in seen.launches:
+            what = f"launched {seen.launches}" if seen.launches else "launched no kernel"
             raise AssertionError(
                 f"`double_on_gpu` {what}: it must double x on the device with the course's kernel "
                 f"`scale` (scale[blocks, THREADS](d_x, np.float32(2.0))), not with NumPy on the host."
             )
-        got = r["got"]
-        if not np.array_equal(r["x"], before):
+        if not np.array_equal(np.asarray(x), before):
             raise AssertionError(
                 "`double_on_gpu` changed its input x on the host: copy x to the device with "
                 "cuda.to_device(x) and launch `scale` on the device copy."
@@ -98,6 +111,15 @@ def check_round_trip(double_on_gpu: Callable[[np.ndarray], Any], sizes: Sequence
                     f"THREADS) blocks of THREADS threads."
                 )
         checks.check_close(got, 2 * before, name=f"double_on_gpu(x) for {n} elements")
+    swapped = _swapped_launch(checks.student_sources(double_on_gpu, "double_on_gpu"))
+    if swapped is not None:
+        raise AssertionError(
+            f"`double_on_gpu` launches `{swapped}`: blocks and threads are swapped. In kernel[a, b], a is "
+            f"the number of blocks and b the threads per block. Swapped, the launch still has blocks x "
+            f"THREADS threads, so the values come out right here, but a block holds at most 1,024 threads: "
+            f"for more than 1,024 x THREADS elements it would not launch. Write "
+            f"scale[blocks_for(x.shape[0], THREADS), THREADS](...)."
+        )
 
 
 def _index_hint(got: np.ndarray, threads: int) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from cudalearn import checks
+from cudalearn.checks.sentinels import is_sentinel
 from cudalearn.checks.simple_kernels import _check_launch, _check_no_race, _rng, _stride_hint, _threads_1d
 from cudalearn.runtime import device, launch
 
@@ -91,10 +92,34 @@ def check_grid_2d(grid_2d: Callable[[int, int, tuple[int, int]], tuple[int, int]
     )
 
 
+def _typed_block_hint(written: np.ndarray, grid: tuple, block: tuple) -> str | None:
+    """A 2-D kernel's block size typed into its index (blockIdx.x * 8), from the elements written (lab 2).
+
+    written: which elements of the (rows, cols) output the launch of `grid` blocks of `block` = (bx, by)
+    threads wrote. Blocks `step` apart leave gaps, or (a GPU's larger blocks) overlap and leave more than a
+    block of rows or columns unwritten (a guard's mistake leaves at most one partial block).
+    """
+    m, n = written.shape
+    rows, cols = np.indices((m, n))
+    for step in (4, 8, 16, 32):
+        reach = ((grid[1] - 1) * step + block[1], (grid[0] - 1) * step + block[0])
+        ambiguous = step < max(block) and (m - reach[0] <= block[1] and n - reach[1] <= block[0])
+        if (step, step) != tuple(block) and not written.all() and not ambiguous:
+            covered_r = np.isin(rows, (np.arange(grid[1])[:, None] * step + np.arange(block[1])).ravel())
+            covered_c = np.isin(cols, (np.arange(grid[0])[:, None] * step + np.arange(block[0])).ravel())
+            if np.array_equal(written, covered_r & covered_c):
+                return (
+                    f"the elements written are those of blocks {step} apart, but this launch has blocks of "
+                    f"{tuple(block)}: did you type the block size into the index (blockIdx.x * {step})? Use "
+                    f"cuda.blockDim.x and .y, or cuda.grid(2), so the kernel works with any block shape."
+                )
+    return None
+
+
 def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, block: tuple) -> str | None:
     """matmul_naive's usual mistakes: x taken as the row (C[x, y]), a block size typed in, acc reset per k."""
     m, n = got.shape
-    written = ~np.isnan(got)
+    written = ~is_sentinel(got)  # a NaN the kernel computed was written
     rows, cols = np.indices((m, n))
     if not written.all() and np.array_equal(
         written, (rows < grid[0] * block[0]) & (cols < grid[1] * block[1])
@@ -104,20 +129,9 @@ def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, blo
             f"written: that is what a thread (x, y) computing C[x, y] covers. Thread (x, y) must compute "
             f"C[y, x]: `col, row = cuda.grid(2)` (x runs along the columns of C; the grid is sized so)."
         )
-    for step in (4, 8, 16, 32):
-        # blocks `step` apart: gaps between them, or (a GPU's larger blocks) overlaps that leave more than
-        # a block of rows or columns unwritten (a guard's mistake leaves at most one partial block)
-        reach = ((grid[1] - 1) * step + block[1], (grid[0] - 1) * step + block[0])
-        ambiguous = step < max(block) and (m - reach[0] <= block[1] and n - reach[1] <= block[0])
-        if (step, step) != tuple(block) and not written.all() and not ambiguous:
-            covered_r = np.isin(rows, (np.arange(grid[1])[:, None] * step + np.arange(block[1])).ravel())
-            covered_c = np.isin(cols, (np.arange(grid[0])[:, None] * step + np.arange(block[0])).ravel())
-            if np.array_equal(written, covered_r & covered_c):
-                return (
-                    f"the elements written are those of blocks {step} apart, but this launch has blocks of "
-                    f"{block}: did you type the block size into the index (blockIdx.x * {step})? Use "
-                    f"cuda.blockDim.x and .y, or cuda.grid(2), so the kernel works with any block shape."
-                )
+    typed = _typed_block_hint(written, grid, block)
+    if typed:
+        return typed
     if A.shape[1] > 1 and np.allclose(got, A[:, -1:] * B[-1:, :], rtol=1e-4, atol=1e-5):
         return (
             "C holds only the last product of each sum: set acc = float32(0.0) once, before the loop over k."
@@ -132,6 +146,9 @@ def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, blo
                 f"each element of C misses {which}: the loop over k must run over all {k} values, "
                 f"`for k in range(A.shape[1])`."
             )
+    moved = _moved_lines(got, A @ B)
+    if moved:
+        return moved
     if block[0] != block[1] and written.any() and not written.all():
         by_x = (np.arange(grid[1])[:, None] * block[0] + np.arange(block[1])).ravel()  # rows, if y used bx
         if np.array_equal(written.any(axis=1), np.isin(np.arange(m), by_x)):
@@ -140,6 +157,42 @@ def _matmul_hint(got: np.ndarray, A: np.ndarray, B: np.ndarray, grid: tuple, blo
                 f"{block[1]} threads tall: the row needs cuda.blockDim.y (`row = cuda.blockIdx.y * "
                 f"cuda.blockDim.y + cuda.threadIdx.y`), or `col, row = cuda.grid(2)`."
             )
+    return None
+
+
+def _moved_lines(got: np.ndarray, expected: np.ndarray) -> str | None:
+    """A hint when every wrong C[i, j] is a right sum of another column (or row) of C (lab 2).
+
+    Then the sums are right and the column of B (or row of A) the loop reads is not: B[k, row] for
+    B[k, col], a column off by one, a fixed column.
+    """
+    wrong = ~np.isclose(got, expected, rtol=1e-4, atol=1e-4)
+    if not wrong.any() or np.isnan(got[wrong]).any():
+        return None
+    rows, cols = np.nonzero(wrong)
+    for axis, line, index in ((1, "column", "B[k, col]"), (0, "row", "A[row, k]")):
+        if expected.shape[axis] < 2:
+            continue
+        # for each wrong element, the lines of its row (column) of A @ B that hold its value
+        lines = expected[rows, :] if axis == 1 else expected[:, cols].T
+        match = np.isclose(lines, got[wrong][:, None], rtol=1e-4, atol=1e-4)
+        if not match.any(axis=1).all():
+            continue
+        first = int(np.argmax(match[0]))
+        i, j = int(rows[0]), int(cols[0])
+        mine, other = (j, "row") if axis == 1 else (i, "column")
+        swapped = all(match[t, rows[t] if axis == 1 else cols[t]] for t in range(len(rows)))
+        why = (
+            f" it is the one numbered like this thread's {other}: your loop reads "
+            f"{'B[k, row]' if axis == 1 else 'A[col, k]'}, where {index} belongs"
+            if swapped
+            else f" the {line} your loop reads is wrong"
+        )
+        return (
+            f"C[{i}, {j}] is the sum of {line} {first} of A @ B, not of {line} {mine}, and every wrong "
+            f"element is a right sum of another {line}:{why}. "
+            f"Thread (x, y) reads {index}, with `col, row = cuda.grid(2)`."
+        )
     return None
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from cudalearn import checks
 from cudalearn.chapters.ch03 import kernels as tiled
+from cudalearn.checks.answer_types import INT_FIX, INT_RULE, int_problem
 from cudalearn.checks.simple_kernels import _rng
 from cudalearn.runtime import device, launch
 
@@ -129,23 +130,18 @@ def _check_int_answers(
     hint: str,
     mistakes: Sequence[tuple[Callable[..., int], str]],
 ) -> None:
-    """Labs 3-4: raise unless fn(*args) is the int expected; name a mistake that gives every value fn gave."""
+    """Labs 3-4: raise unless fn(*args) is the int expected (`answer_types.is_int`); name a mistake that
+    gives every value fn gave."""
     got = []
     for args, _ in cases:
         call = f"{name}({', '.join(map(repr, args))})"
         value = checks.call_student(fn, name, *args)
         if value is None:
             checks.check_equal(value, 0, name=call)
-        if isinstance(value, np.integer):  # the hidden tests, as lab 7's checks, want a Python int
+        why = int_problem(value)
+        if why is not None:
             raise AssertionError(
-                f"`{call}` returned {value!r}, a numpy.{type(value).__name__}; the exercise asks for a "
-                f"Python int. Hint: NumPy functions (np.square, np.prod, ...) return NumPy integers: "
-                f"return int(...) of the result, or compute with Python ints (**, *, //)."
-            )
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise AssertionError(
-                f"`{call}` returned {value!r}, a {type(value).__name__}; the exercise asks for an int. "
-                f"Hint: use integer division `//` (not `/`, which gives a float) and int arithmetic."
+                f"`{call}` {why}: the exercise asks for an int ({INT_RULE}). Hint: {INT_FIX}"
             )
         got.append(value)
     named = [
@@ -286,6 +282,9 @@ def _matmul_probe(kernel: Any, tile: int, tiles: str) -> str | None:
             f"C[by * TILE + ty, bx * TILE + tx]; {tiles}: check each index of your loads, inner loop and "
             f"store against that."
         )
+    fixed = _fixed_tile_count(kernel, tile)
+    if fixed is not None:
+        return fixed
     if not _matmul_right(kernel, tile, (2 * tile, 2 * tile + 3, tile)):
         return (
             f"your kernel is right when k is a multiple of TILE and wrong when it is not "
@@ -300,6 +299,37 @@ def _matmul_probe(kernel: Any, tile: int, tiles: str) -> str | None:
             "to C, without skipping a barrier."
         )
     return None
+
+
+def _fixed_tile_count(kernel: Any, tile: int) -> str | None:
+    """Labs 3-4: 'sums only the first 3 tiles along k' when C sums the same few tiles for two long k, or None.
+
+    Run with k = 3 and 4 tiles and a bit: a tile loop of a fixed count sums the same number of tiles for
+    both (a `K // TILE` loop sums 3 and 4, and is named by the partial-tile probe instead).
+    """
+    counts = []
+    for k in (3 * tile + 1, 4 * tile + 1):
+        try:
+            got, _ = _run_matmul(kernel, tile, tile, k, tile, seed=3)
+        except AssertionError:
+            return None
+        A, B = (x.astype(np.float64) for x in _matmul_problem(_rng(3), tile, k, tile))
+        summed = [
+            s
+            for s in range(1, 7)
+            if np.allclose(got, A[:, : s * tile] @ B[: s * tile, :], **checks.matmul_tol(k))
+        ]
+        if not summed:
+            return None
+        counts.append(summed[0])
+    if counts[0] != counts[1]:
+        return None
+    return (
+        f"on k = {3 * tile + 1} and k = {4 * tile + 1} ({-(-(3 * tile + 1) // tile)} and "
+        f"{-(-(4 * tile + 1) // tile)} tiles of {tile}) your kernel sums only the first {counts[0]} tile(s) "
+        f"along k: its tile loop runs a fixed number of times. Compute the count from K: "
+        f"range((K + TILE - 1) // TILE), so any k works."
+    )
 
 
 def _trace_matmul(kernel: Any, tile: int, size: tuple[int, int, int], seed: int):
@@ -380,7 +410,8 @@ def check_matmul_tiled(
     sizes: (m, k, n) triples run on the device (or simulator); trace_size: the small (m, k, n) traced.
     """
     sim = device.mode() == "sim"
-    triples = sizes or ([(tile + 3, 2 * tile + 5, tile - 3)] if sim else [(256, 256, 256), (300, 77, 129)])
+    # k runs over 5 tiles here; the hidden tests run more, so a tile loop of a fixed count fails one of them
+    triples = sizes or ([(tile + 3, 4 * tile + 5, tile - 3)] if sim else [(256, 256, 256), (300, 77, 129)])
     size = tuple(trace_size or (tile + 5, 2 * tile + 7, tile - 3))
     _check_results(
         lambda: _check_matmuls(kernel, tile, triples, seed=5),

@@ -15,6 +15,7 @@ import numpy as np
 
 from cudalearn import checks
 from cudalearn.chapters.ch05.checks.fusion import UNZEROED, _explain_wrong, _known_mistake, _trace
+from cudalearn.checks.sentinels import is_sentinel
 from cudalearn.checks.simple_kernels import _rng
 from cudalearn.runtime import device, launch
 
@@ -65,16 +66,21 @@ def check_backward_input(
 ) -> None:
     """Lab 5: dA = (dZ @ WT) * (A > 0), thread (x, y) on dA[y, x]; then the tracer: coalesced loads.
 
-    Sizes are (m, n, k): dZ (m, n), WT (n, k), A and dA (m, k). The traced
+    Sizes are (m, n, k): dZ (m, n), WT (n, k), A and dA (m, k); without `block`, every size is run with
+    two block shapes, so a block size typed into the index fails. The traced
     launch has warps of 32 neighbouring x; every global load of a warp
     must touch at most 4 sectors on average (128 bytes: coalesced), and all
     loads together at most MAX_EXTRA_SECTORS times a coalesced kernel's.
     """
     rng = _rng(seed)
-    block = block or ((8, 8) if device.mode() == "sim" else (16, 16))
-    for m, n, k in sizes or (
-        [(5, 10, 12), (16, 7, 9)] if device.mode() == "sim" else [(256, 128, 64), (100, 33, 257)]
-    ):
+    sim = device.mode() == "sim"
+    shapes = [block] if block else [(8, 8), (16, 4)] if sim else [(16, 16), (32, 8)]  # a block typed in fails
+    plan = [
+        (blk, size)
+        for blk in shapes
+        for size in sizes or ([(5, 10, 12), (16, 7, 9)] if sim else [(256, 128, 64), (100, 33, 257)])
+    ]
+    for block, (m, n, k) in plan:
         dZ, _, WT, A = _backward_problem(rng, m, n, k)
         grid, _ = launch.grid_2d(m, k, block)
         got = checks.run_kernel(kernel, grid, block, dZ, WT, A, checks.empty_output((m, k)))[3]
@@ -88,7 +94,9 @@ def check_backward_input(
             )
         except AssertionError as err:
             hint = "" if checks.NOT_DONE in str(err) else _backward_hint(got, dZ, WT, A, tol)
-            if not hint and np.isnan(got).any():
+            if not hint and checks.NOT_DONE not in str(err):
+                hint = _block_shape_hint(kernel, block, tol, seed)
+            if not hint and is_sentinel(got).any():  # elements left unwritten (not a computed NaN)
                 hint = (
                     f"the launch has ceil(k / {block[0]}) blocks along x and ceil(m / {block[1]}) along y: "
                     f"thread (x, y) must compute dA[y, x] (col, row = cuda.grid(2)); a kernel that takes "
@@ -99,6 +107,31 @@ def check_backward_input(
             small = ((1, 1), (8, 8), sdZ, sWT, sA, checks.empty_output((sm, sk)))
             raise _explain_wrong(err, kernel, small, 3, hint) from None
     check_backward_coalesced(kernel)
+
+
+def _block_shape_hint(kernel: Any, block: tuple[int, int], tol: dict, seed: int) -> str:
+    """'right with blocks of (8, 8), wrong with (16, 4)': a block size typed into the index, or '' (lab 5).
+
+    The probe for each other block shape is an output of 3 x 5 of its blocks (not square, several blocks
+    along each axis), so a kernel that swaps x and y, or covers the output with one block, is not right there.
+    """
+    for other in ((8, 8), (16, 16)):
+        if other == tuple(block):
+            continue
+        m, n, k = 3 * other[1], 3, 5 * other[0]
+        dZ, _, WT, A = _backward_problem(_rng(seed), m, n, k)
+        grid, _ = launch.grid_2d(m, k, other)
+        try:
+            got = checks.run_kernel(kernel, grid, other, dZ, WT, A, checks.empty_output((m, k)))[3]
+        except AssertionError:
+            continue
+        if np.allclose(got, _backward_spec(dZ, WT, A), **tol):
+            return (
+                f"your kernel is right with blocks of {other} and wrong with blocks of {tuple(block)}: it "
+                f"depends on the block shape. Did you type the block size into the index (blockIdx.x * "
+                f"{other[0]})? Use cuda.grid(2), or cuda.blockDim.x and .y, so any block shape works."
+            )
+    return ""
 
 
 def _backward_ideal_sectors(m: int, n: int, k: int) -> int:

@@ -9,10 +9,10 @@
   exactly one launch, of the student's kernel, and copies nothing to the
   host (`cudalearn.runtime.counting.observe` counts every Numba launch and
   copy_to_host; under `cudalearn grade` the sandbox counts them the same
-  way where the student's code runs and the judge replays them here). A
-  wrong kernel costs exercise 1's points, not this one's: when the values
-  are wrong, the student's kernel is run on a correct launch, and if it is
-  wrong there too the values are its fault;
+  way where the student's code runs and the judge replays them here). Its
+  values are always compared: when they are wrong, the student's kernel is
+  run on a correct launch to say whose fault it is (exercise 1's kernel or
+  this launch), and the check fails either way;
 * `check_epilogue_bytes`: the bytes the fusion saves, counted by hand.
 
 Lab 5's backward pass is checked in `coalesced_backward`. Sizes stay small
@@ -192,6 +192,15 @@ def _forward_hint(got: np.ndarray, X, W, b, tol: dict) -> str:
         (np.maximum(Z + 2 * b, 0), "the bias was added twice: add b[col] once, in the epilogue."),
         (Z, "it is X @ W alone: add b[col], then apply the ReLU, before the store."),
     ]
+    tile_steps = [  # a tile loop of a fixed count sums only the first tiles along k
+        (
+            np.maximum(X[:, :j].astype(np.float64) @ W[:j] + b, 0),
+            f"it sums only the first {j} values along k (of {X.shape[1]}): the tile loop runs a fixed number "
+            f"of times. Loop over range(0, K, TILE), K = X.shape[1], so any k works.",
+        )
+        for j in range(8, X.shape[1], 8)  # whole tiles: TILE is 8 in the simulator, 16 on a GPU
+    ]
+    variants.extend(tile_steps)
     if m <= n:
         variants.append(
             (
@@ -228,9 +237,9 @@ def check_linear_relu(
     """
     rng = _rng(seed)
     if sizes is None:
-        sizes = (
-            [(tile, tile, tile), (13, 20, 9)] if device.mode() == "sim" else [(64, 64, 64), (257, 100, 31)]
-        )
+        # k runs over 5 tiles in the simulator; the hidden tests run more, so a fixed tile count fails one
+        sim = [(tile, tile, tile), (13, 4 * tile + 5, 9)]
+        sizes = sim if device.mode() == "sim" else [(64, 64, 64), (257, 100, 31)]
     (sm, sk, sn), sX, sW, sb = _small_layer(tile, seed)
     small = (*launch.square(sm, sn, tile), sX, sW, sb, checks.empty_output((sm, sn)))
     edge_size = (tile + 5, max(1, tile - 3), tile + 1)  # blocks stick out of Y, and K < TILE
@@ -250,6 +259,7 @@ def check_linear_relu(
     if report.race_count:
         raise AssertionError(report.race_message())
     _check_output_accesses(seen, 3, (sm, sn), ("X", "W", "b"))
+    _check_tiled(report, tile, small, (sm, sk, sn))
     try:  # only a block that sticks out shows a barrier its outer threads skip, or a tile left unfilled
         edge_report, _ = _trace(kernel, *edge)
         problem = edge_report.race_message()
@@ -259,6 +269,40 @@ def check_linear_relu(
         raise AssertionError(
             f"your kernel's results are right, but traced on (m, k, n) = {edge_size}, where blocks stick out "
             f"of Y and K is smaller than TILE, {problem}"
+        )
+
+
+#: how many times the course's tiled kernel's global load sectors a student's may touch
+TILED_LOAD_SLACK = 1.25
+
+
+def _check_tiled(report: Any, tile: int, launch_args: tuple, size: tuple[int, int, int]) -> None:
+    """Raise unless a right fused kernel reads X and W through shared tiles, as the exercise asks (lab 5).
+
+    Its values cannot show it: a kernel that reads X and W straight from global memory gives the same Y.
+    The tracer's counts can: no shared-memory request at all, or global loads touching more than
+    `TILED_LOAD_SLACK` times the sectors of the course's tiled kernel traced on the same launch.
+    """
+    from cudalearn.chapters.ch05.kernels import linear
+
+    m, k, n = size
+    what = f"your kernel's results are right, but traced on (m, k, n) = ({m}, {k}, {n}) with TILE = {tile}"
+    if report.shared_requests == 0:
+        raise AssertionError(
+            f"{what} it makes no shared-memory access: it reads X and W straight from global memory, a naive "
+            f"product with an epilogue. The exercise is Chapter 3's tiles: each thread loads one element of "
+            f"an X tile and one of a W tile into cuda.shared.array((TILE, TILE), float32), then the inner "
+            f"loop reads only the shared tiles."
+        )
+    griddim, blockdim, *arrays = launch_args
+    ref = checks.trace_kernel(linear.tiled(tile)[1], griddim, blockdim, *[a.copy() for a in arrays])
+    if report.global_load_sectors > TILED_LOAD_SLACK * ref.global_load_sectors:
+        raise AssertionError(
+            f"{what} its global loads touch {report.global_load_sectors} sectors of 32 bytes, where the "
+            f"course's tiled kernel touches {ref.global_load_sectors} on the same launch: some operands of "
+            f"the inner loop still come from global memory. Load each element of the X and W tiles once "
+            f"per tile step into shared memory (one element each per thread), and take the inner loop's "
+            f"operands, sX[ty, k] and sW[k, tx], from the tiles."
         )
 
 
@@ -284,8 +328,8 @@ def check_layer_forward(
     Every Numba launch made inside the call is counted (the check wraps
     the launch machinery, not your kernel object); it must be exactly one
     launch, of `kernel`, and no copy to the host. Given `tile` (the
-    kernel's TILE), wrong values are blamed on the launch only when
-    `kernel` itself is right on a (tile, tile)-block launch that covers Y.
+    kernel's TILE), wrong values are blamed on the launch when `kernel` itself is right on a
+    (tile, tile)-block launch that covers Y, else on the kernel; wrong values always fail.
     """
     from cudalearn.runtime import counting, numba_backend
 
@@ -346,7 +390,12 @@ def check_layer_forward(
             if "shape" in str(err) or "dtype" in str(err):
                 raise
             if tile is not None and not _kernel_is_right(kernel, tile, X, W, b):
-                continue  # exercise 1's kernel is wrong, and its check says why: the launch was checked above
+                raise AssertionError(  # never skipped: this exercise's values are wrong, whoever's fault
+                    f"{str(err).split(' Hint: ')[0]}\nThe launch itself looks right (one launch of "
+                    f"`{name or 'your kernel'}`, nothing copied to the host), but your kernel from "
+                    f"exercise 1 gives wrong values even on a right launch of ({tile}, {tile}) blocks: fix "
+                    f"it first (its check, check_linear_relu, says what is wrong), then run this check again."
+                ) from None
             raise AssertionError(
                 f"{str(err).replace(_GENERIC_HINT, '')}\nThe kernel passes check_linear_relu, so look at "
                 f"the launch: Y comes from cuda.device_array, which is not zeroed, and an element no block "
