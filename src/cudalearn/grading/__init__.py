@@ -279,6 +279,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run student code as this OS user (the grader must run as root; default as root: nobody; "
         "'root' keeps root with its capabilities dropped)",
     )
+    p.add_argument(
+        "--leaderboard",
+        action="store_true",
+        help="also keep OUT/LAB-leaderboard.csv: each student's best speed ratio per speed-graded test",
+    )
     p.add_argument("--no-landlock", action="store_true", help="do not confine student code with Landlock")
     p.add_argument("--root", default=".", help="the course's root folder (default: here)")
     p.add_argument(

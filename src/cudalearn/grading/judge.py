@@ -190,7 +190,12 @@ class Judge(Channel):
             )
             outcome["message"] += self.blame.hint(cell["exercise"])
             self.blame.failed(cell["exercise"], f"failed its own test {cell['test_id']}")
-        return {**result, **outcome, "points": cell["points"] if outcome["status"] == "passed" else 0.0}
+        result = {**result, **outcome, "points": cell["points"] if outcome["status"] == "passed" else 0.0}
+        if cell.get("speed"):
+            from cudalearn.grading import speed
+
+            result["speed"] = speed.judge_speed(self, cell, outcome["status"] == "passed")
+        return result
 
     def _outcome(self, cell: dict) -> dict:
         """{"status", "message"} of one test cell run here ("output" too when the student's process died)."""

@@ -1,0 +1,221 @@
+"""Speed points: declarations, tiers, the harness on a fake clock, planted cheats, the table and feedback."""
+
+import csv
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from cudalearn.course import speed_rules
+from cudalearn.course.speed_cases import CASES, case
+from cudalearn.grading import lab as lab_mod
+from cudalearn.grading import results, speed
+from cudalearn.grading.report import write, write_leaderboard
+from cudalearn.measure import bench
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "speed_cheats"))
+import cheats  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEED = speed_rules.Speed("vector_add", "vector_add", 2.0, (0.2, 0.5, 0.9))
+
+
+class FakeDevice(bench.GpuDevice):
+    """The harness's device under the simulator: guarded simulator arrays, a fake clock (ms per kernel)."""
+
+    def __init__(self, clock, peaks=(1000.0, 1000.0)):
+        self.cuda, self.name, self.clock, self._peaks, self.l2_reset = cuda, "fake GPU", clock, peaks, "reset"
+        self.flushes = 0
+
+    def flush_l2(self):
+        self.flushes += 1
+
+    def launch_timed(self, kernel, grid, block, args, limit_ms):
+        kernel[grid, block](*args)
+        ms = self.clock(kernel)
+        if ms > limit_ms:
+            raise bench.OverLimit
+        return ms
+
+
+@cuda.jit
+def add_ok(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+def test_declarations_parse_and_errors_name_the_fix():
+    got = speed_rules.parse("# POINTS: 2\n# SPEED: points=2 case=vector_add tiers=0.2,0.5,0.9\n")
+    assert got == SPEED
+    assert speed_rules.parse("# POINTS: 2\n") is None
+    for bad, says in [
+        ("# SPEED: points=2 case=nope tiers=0.5", "no timing case 'nope'"),
+        ("# SPEED: points=2 case=vector_add tiers=0.9,0.5", "increasing"),
+        ("# SPEED: points=2 case=vector_add", "needs tiers"),
+        ("# SPEED: points=2 case=vector_add tiers=0.5 fast", "key=value"),
+        ("# SPEED: points=1 case=vector_add tiers=1\n# SPEED: points=1 case=vector_add tiers=1", "once"),
+    ]:
+        with pytest.raises(speed_rules.SpeedDeclarationError, match=re.escape(says)):
+            speed_rules.parse(bad)
+
+
+def test_every_kernel_of_the_lesson_has_speed_points():
+    kernels = set()
+    for lab in cheats.SOLUTIONS.values():
+        plan = lab_mod.load(ROOT / "solutions" / f"{lab}.ipynb")
+        decls = speed.declarations(plan)
+        for test_id, s in decls.items():
+            ex = next(t.exercise for t in plan.tests if t.test_id == test_id)
+            assert s.kernel in plan.exercises[ex - 1].names, (lab, s)
+        kernels |= {s.kernel for s in decls.values()}
+    assert kernels == set(CASES)
+
+
+@pytest.mark.parametrize(
+    "ratio, points, reached",
+    [(0.1, 0, 0), (0.2, 0.67, 1), (0.35, 1.0, 1), (0.5, 1.33, 2), (0.7, 1.67, 2), (0.9, 2, 3), (3.0, 2, 3)],
+)
+def test_tiers_give_partial_points_between_thresholds(ratio, points, reached):
+    assert speed_rules.points_for(ratio, SPEED) == (pytest.approx(points, abs=0.01), reached)
+
+
+def test_feedback_names_the_times_the_tier_and_the_next():
+    text = speed_rules.describe(0.6, 2.0, 1.2, SPEED)
+    assert "your kernel: 2 ms, the reference: 1.2 ms" in text
+    assert "Tier 2 of 3 reached (ratio >= 0.5)" in text
+    assert "the next at ratio 0.9, i.e. 1.333 ms or less" in text
+    assert "full speed points" in speed_rules.describe(1.0, 1.0, 1.0, SPEED)
+
+
+def _time(kernel, clock=lambda k: 1.0, **kw):
+    return bench.time_kernel(
+        kernel, case("vector_add", small=True), {}, FakeDevice(clock, **kw), runs=3, seed=1
+    )
+
+
+def test_an_honest_kernel_is_timed_every_run_checked_and_flushed():
+    dev = FakeDevice(lambda k: 1.0)
+    timed = bench.time_kernel(add_ok, case("vector_add", small=True), {}, dev, runs=3, seed=1)
+    assert timed.cause == "" and timed.times_ms == [1.0, 1.0, 1.0] and timed.spread == 0
+    assert dev.flushes == 5  # warm-up, three timed runs, the check after the loop
+
+
+def test_a_time_below_the_bytes_and_flops_is_refused():
+    timed = _time(add_ok, clock=lambda k: 1e-9)
+    assert "not a possible time" in timed.cause
+
+
+def test_a_launch_past_the_limit_is_refused():
+    assert "past the time limit" in _time(add_ok, clock=lambda k: 1e9).cause
+
+
+def test_writes_into_the_guard_zone_are_refused():
+    class Overrun:
+        def __getitem__(self, config):
+            def run(a, b, out):
+                add_ok[config](a, b, out)
+                dev.last["out"].buffer[-1] = 7.0  # past the end, in the guard zone
+
+            return run
+
+    dev = FakeDevice(lambda k: 1.0)
+    dev.last = {}
+    upload = dev.upload
+    dev.upload = lambda host: dev.last.__setitem__("out", upload(host)) or dev.last["out"]
+    timed = bench.time_kernel(Overrun(), case("vector_add", small=True), {}, dev, runs=2, seed=1)
+    assert "outside `out` were written" in timed.cause
+
+
+SIM_CHEATS = ["first-call-only", "zeroes-input", "skips-written-output"]
+
+
+@pytest.mark.parametrize("name", SIM_CHEATS)
+def test_planted_cheats_get_no_speed_time(name):
+    """The cheats whose trick shows under the simulator's small sizes fail the harness with their cause."""
+    plant = next(p for p in cheats.CHEATS if p.name == name)
+    ns = {"cuda": cuda, "float32": float32, "np": np}
+    exec(plant.code, ns)
+    assert re.search(plant.cause, _time(ns["vector_add"]).cause)
+
+
+def test_time_pair_times_the_reference_around_the_student_and_reports_drift():
+    fast = {"n": 0}
+
+    def drifting(k):
+        fast["n"] += 1
+        return 1.0 if k is add_ok else 1.0 + fast["n"]  # the reference slows down every run
+
+    @cuda.jit
+    def ref(a, b, out):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = a[i] + b[i]
+
+    got = speed.time_pair(add_ok, {}, ref, {}, SPEED, device=FakeDevice(drifting), small=True)
+    assert got["status"] == "drifted" and "ask your instructor" in got["message"]
+    got = speed.time_pair(
+        add_ok, {}, ref, {}, SPEED, device=FakeDevice(lambda k: 2.0 if k is add_ok else 1.0), small=True
+    )
+    assert got["status"] == "timed" and got["ratio"] == 0.5 and got["points"] == pytest.approx(1.33)
+    assert "Tier 2 of 3" in got["message"]
+
+
+def test_under_the_simulator_speed_needs_a_gpu_and_a_failed_test_is_not_timed():
+    cell = {"speed": {**SPEED.as_dict(), "reference": []}}
+    got = speed.judge_speed(object(), cell, passed=True)
+    assert got["status"] == speed.NEEDS_GPU and "nothing was timed" in got["message"] and "ms" not in got
+    assert speed.judge_speed(object(), cell, passed=False)["status"] == "not timed"
+    assert speed.judge_speed(object(), {}, passed=True) is None
+
+
+def _result(student, status, **extra):
+    s = {"max": 2.0, "points": 0.0, "status": status, "message": "m", **extra}
+    tests = [results.TestResult("test_vector_add", 1, 2.0, 2.0, "passed", "", "", s)]
+    tests += [
+        results.TestResult(t, e, 1.0, 1.0, "passed")
+        for t, e in [("test_grid_2d", 2), ("test_matmul_naive", 3)]
+    ]
+    return results.Result(student, "02-first-kernels", Path(f"{student}.ipynb"), tests)
+
+
+def test_the_table_has_ratio_points_and_status_and_the_simulator_is_marked(tmp_path):
+    plan = lab_mod.load(ROOT / "solutions" / "02-first-kernels.ipynb")
+    timed = dict(ratio=0.75, ms=2.0, reference_ms=1.5, device="H100", spread=0.02)
+    rows = [_result("ann", "timed", **{**timed, "points": 1.67}), _result("bob", speed.NEEDS_GPU)]
+    rows.append(_result("cy", "refused", message="no speed points: timed run 1: the output `out` is wrong"))
+    assert rows[0].total == 5.67 and rows[0].max_total == 6 and rows[1].max_total == 4
+    assert write(plan, rows, tmp_path) == []
+    table = list(csv.DictReader(open(tmp_path / "02-first-kernels.csv")))
+    assert [r["test_vector_add speed ratio"] for r in table] == ["0.75", "", ""]
+    assert [r["test_vector_add speed points"] for r in table] == ["1.67", "", "0"]
+    assert [r["test_vector_add speed status"] for r in table] == ["timed", speed.NEEDS_GPU, "refused"]
+    assert "test_matmul_naive speed status" in table[0]  # declared: a column even with no verdict here
+    feedback = (tmp_path / "feedback" / "02-first-kernels" / "cy.md").read_text()
+    assert "Speed: 0/2 points (refused): no speed points: timed run 1: the output `out` is wrong" in feedback
+    assert (
+        "Speed (needs a GPU, up to 2 points)"
+        in (tmp_path / "feedback" / "02-first-kernels" / "bob.md").read_text()
+    )
+
+
+def test_the_leaderboard_keeps_each_students_best_ratio(tmp_path):
+    path = tmp_path / "lb.csv"
+    timed = dict(ms=2.0, reference_ms=1.5, device="H100", points=1.0)
+    write_leaderboard(path, [_result("ann", "timed", ratio=0.5, **timed)])
+    write_leaderboard(
+        path, [_result("ann", "timed", ratio=0.4, **timed), _result("bob", "timed", ratio=0.9, **timed)]
+    )
+    rows = list(csv.DictReader(open(path)))
+    assert [(r["student"], r["ratio"]) for r in rows] == [("bob", "0.9"), ("ann", "0.5")]
+
+
+def test_the_planted_submissions_build(tmp_path):
+    plants = cheats.build(tmp_path)
+    assert len([p for p in plants if p.kind == "cheat"]) >= 10
+    assert {p.lab for p in plants if p.kind == "solution"} == set(cheats.SOLUTIONS)
+    for p in plants:
+        assert (tmp_path / p.lab / p.name / f"{p.name}.ipynb").exists()
