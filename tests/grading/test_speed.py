@@ -219,3 +219,57 @@ def test_the_planted_submissions_build(tmp_path):
     assert {p.lab for p in plants if p.kind == "solution"} == set(cheats.SOLUTIONS)
     for p in plants:
         assert (tmp_path / p.lab / p.name / f"{p.name}.ipynb").exists()
+
+
+class FakeJudge:
+    """What `speed.judge_speed` uses of a judge: the rebuilt kernel, the constants, the namespace."""
+
+    def __init__(self, code, consts=None):
+        from cudalearn.grading import rebuild
+
+        self.ns = {"cuda": cuda, "float32": float32, "np": np}
+        self.transform, self.sandbox, self.deadline, self.untraceable = (lambda s: s), None, 1e12, {}
+        self.consts = consts or {}
+        self.builder = rebuild.Rebuilder({1: code}, self.ns, self.consts.__getitem__, type("Remote", (), {}))
+
+    def rebuilt(self, name):
+        from cudalearn.grading import rebuild
+
+        try:
+            return self.builder.function(name)
+        except rebuild.Unsafe as e:
+            self.untraceable[name] = str(e)
+            raise AttributeError("py_func") from None
+
+    def request(self, op, remote, fields):
+        return self.consts[fields["name"]]
+
+
+@pytest.fixture
+def on_a_fake_gpu(monkeypatch):
+    """The judge's GPU path with the simulator's kernels, small cases and a fake clock (1 ms every launch)."""
+    from cudalearn.runtime import device
+
+    monkeypatch.setattr(device, "mode", lambda: "gpu")
+    monkeypatch.setattr(bench, "GpuDevice", lambda: FakeDevice(lambda k: 1.0))
+    monkeypatch.setattr(speed, "speed_case", lambda name, small=False: case(name, small=True))
+
+
+def _judged(plant_code):
+    solution = "".join(cheats._cell(cheats._notebook("02"), "s02-04")["source"])
+    cell = {"speed": {**SPEED.as_dict(), "reference": [solution]}}
+    return speed.judge_speed(FakeJudge(plant_code), cell, passed=True)
+
+
+def test_the_judge_times_the_rebuilt_kernel_against_the_solutions(on_a_fake_gpu):
+    got = _judged(cheats.VA_HEAD + "    if i < out.shape[0]:\n        out[i] = a[i] + b[i]\n")
+    assert got["status"] == "timed" and got["points"] == 2.0 and got["ratio"] == 1.0, got
+    assert got["reference_before_ms"] == got["reference_after_ms"] == 1.0
+
+
+@pytest.mark.parametrize("name", ["skips-written-output", "other-stream", "sleeps"])
+def test_the_judge_gives_a_planted_cheat_no_speed_points(on_a_fake_gpu, name):
+    plant = next(p for p in cheats.CHEATS if p.name == name)
+    got = _judged(plant.code)
+    assert got["points"] == 0 and got["status"] == "refused", got
+    assert re.search(plant.cause, got["message"]), got["message"]

@@ -184,8 +184,37 @@ design it cannot change a verdict:
   between guard zones of random bytes in the sandbox, as `checks.run_kernel`
   does in a notebook, so a missing bounds guard fails there too.
 
+- speed points (`# SPEED:`, `speed`): the student's process never holds the
+  timer. After a test with speed points passes, the judge ends the student's
+  process (none of its GPU work overlaps the clock), rebuilds the kernel from
+  its verified tree (`rebuild`), compiles and launches it itself on its own
+  stream between CUDA events, behind a gate kernel so the host's launch time
+  is not counted (`measure.bench`). Every run gets fresh random inputs and a
+  fresh random output between guard zones, after an L2 flush (a write twice
+  the L2's size) and a reset of persisting L2 lines; every run's output,
+  inputs and guard zones are checked, and one more run after the loop. A
+  time below what the bytes and FLOPs allow at the GPU's peaks is refused,
+  and so is a launch past 2 s. Timing holds one lock file per grade run, so
+  with `-j` notebooks are timed one at a time; the solution's kernel is
+  timed before and after each student's, and a drift over 15 % (twice)
+  gives no verdict rather than a wrong one. A kernel past the limit keeps
+  the lock until its judge ends (its context, and the kernel, end with it).
+  A state kept between calls, an output left from a warm-up, work skipped at
+  the timed size, stores outside the output or into the inputs all fail a
+  timed run's check: zero speed points, the cause in the feedback. Other
+  streams, sleeps and threads that spin the GPU are out of reach: the host
+  code is not timed and the sandbox is ended first.
+
 Limits: what is not defended
 ----------------------------
+- Speed: with `-j`, other notebooks' correctness tests (in their sandboxes)
+  share the GPU while one notebook is timed; the reference's drift check
+  shows such a disturbance and then no verdict is given, but a disturbance
+  that slows the reference and the student's kernel alike goes unseen. A
+  launch past the limit keeps the GPU's clock until that notebook's judge
+  ends: others wait, up to 30 s before their own deadline, then get "not
+  timed". Without cuda-bindings the persisting-L2 reset is skipped (the
+  feedback's device line says so).
 - Without Landlock (another OS, an old kernel, `--no-landlock`), the student
   process can read any file its user can: as a non-root grader that is the
   grader's user, the solutions included. Then grade as root (student code

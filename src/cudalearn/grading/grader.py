@@ -336,8 +336,10 @@ def grade(
         return result
 
     results: dict[int, Result] = {}
-    lock_dir = tempfile.mkdtemp(prefix="cudalearn-timing-")  # the grader's own: no student reaches its lock
-    os.environ[speed.LOCK_ENV] = os.path.join(lock_dir, "lock")  # every judge times under it, one at a time
+    given = os.environ.get(speed.LOCK_ENV)  # one lock for several grade runs on this GPU, if set
+    lock_dir = None if given else tempfile.mkdtemp(prefix="cudalearn-timing-")  # the grader's own folder
+    if lock_dir is not None:
+        os.environ[speed.LOCK_ENV] = os.path.join(lock_dir, "lock")  # every judge times under it, in turn
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {pool.submit(run, entry): i for i, entry in enumerate(picked)}
@@ -346,8 +348,9 @@ def grade(
                 if report is not None:
                     report.add(result)  # written now: nothing graded is lost to a later failure
     finally:
-        os.environ.pop(speed.LOCK_ENV, None)
-        shutil.rmtree(lock_dir, ignore_errors=True)
+        if lock_dir is not None:
+            os.environ.pop(speed.LOCK_ENV, None)
+            shutil.rmtree(lock_dir, ignore_errors=True)
         servers.close()
         if top is not None:
             top.kill()
@@ -448,7 +451,10 @@ def command(args: argparse.Namespace) -> int:
         return 2
     width = max([len(printable(r.student)) for r in results] + [7])
     for r in results:
-        statuses = " ".join(f"{t.test_id}={t.status}" for t in r.tests)
+        statuses = " ".join(
+            f"{t.test_id}={t.status}" + (f"+speed:{t.speed.get('status')}" if t.speed else "")
+            for t in r.tests
+        )
         print(f"{printable(r.student):<{width}}  {r.total:g}/{r.max_total:g}  {statuses}")
     for what in unwritten:
         print(f"cudalearn grade: could not write {what}", file=sys.stderr)

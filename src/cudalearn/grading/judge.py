@@ -317,6 +317,9 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     json.dump(result, out)
     out.flush()
+    speed = sys.modules.get("cudalearn.grading.speed")  # imported only by a lab with speed points
+    if speed is not None and speed.stuck():
+        os._exit(0)  # a kernel past the time limit still runs: no atexit may wait for it; the driver ends it
 
 
 if __name__ == "__main__":

@@ -61,6 +61,11 @@ def _speed(spec: dict) -> speed_rules.Speed:
 _HELD: dict = {}  # "stuck": a kernel of this judge's student overran the limit; "fd": the lock kept for good
 
 
+def stuck() -> bool:
+    """Whether a kernel this judge timed overran the limit (and may still be running on the GPU)."""
+    return bool(_HELD.get("stuck"))
+
+
 @contextlib.contextmanager
 def timing_lock(deadline: float | None = None):
     """Hold the grade run's timing lock (exclusive): one notebook's kernels on the GPU's clock at a time.

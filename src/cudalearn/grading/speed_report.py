@@ -46,7 +46,14 @@ def speed_feedback(speed: dict) -> str:
         text += f" Timed on {speed['device']}"
         if "spread" in speed:
             text += f", your runs within {100 * speed['spread']:.1f} % of their median"
+        if "reference_before_ms" in speed:
+            text += (
+                f"; the reference took {speed['reference_before_ms']:.4g} ms before your kernel and "
+                f"{speed['reference_after_ms']:.4g} ms after"
+            )
         text += "."
+    if str(speed.get("l2", "")).startswith("not reset"):
+        text += f" Persisting L2 lines: {speed['l2']}."
     if speed.get("hint"):
         text += f" {speed['hint']}"
     return text

@@ -152,7 +152,8 @@ threading.Thread(target=_busy, daemon=True).start()
         "s02-04",
         VA_HEAD + "    if i < out.shape[0]:\n        v = a[i] + b[i]\n        if out.shape[0] > (1 << 20):\n"
         "            for k in range(1 << 30):  # hours of work, only at the timed size\n"
-        "                v += float32(0.0) * float32(k)\n        out[i] = v\n",
+        "                v += float32(1e-30) * float32(k)  # too small to change v: the output stays right\n"
+        "        out[i] = v\n",
         "exceeds the time limit",
         r"past the time limit",
     ),
