@@ -273,3 +273,30 @@ def test_the_judge_gives_a_planted_cheat_no_speed_points(on_a_fake_gpu, name):
     got = _judged(plant.code)
     assert got["points"] == 0 and got["status"] == "refused", got
     assert re.search(plant.cause, got["message"]), got["message"]
+
+
+def test_the_gpu_device_path_runs_under_the_simulator(monkeypatch):
+    """GpuDevice's own code (gate, flush, guarded arrays, events) on the simulator, its events made to answer."""
+    import itertools
+
+    import numba.cuda.simulator.api as simapi
+
+    order = itertools.count()
+
+    class Event(simapi.Event):
+        def __init__(self, *args, **kwargs):
+            self.is_end = next(order) % 2 == 1  # created in pairs: start, end
+
+        def query(self):
+            return self.is_end
+
+        def elapsed_time(self, other):
+            return 0.5
+
+    small = cuda.device_array
+    monkeypatch.setattr(cuda, "event", Event)
+    monkeypatch.setattr(cuda, "device_array", lambda n, dtype=None: small(min(n, 1000), dtype=dtype))
+    dev = bench.GpuDevice()
+    dev._peaks = (1.0, 1.0)
+    timed = bench.time_kernel(add_ok, case("vector_add", small=True), {}, dev, runs=2, seed=2)
+    assert timed.cause == "" and timed.times_ms == [0.5, 0.5]

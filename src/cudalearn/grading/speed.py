@@ -135,12 +135,16 @@ def _judge_speed(judge: Any, spec: dict, passed: bool) -> dict:
             "message": "speed is graded on a GPU only; this grade ran under the simulator, so nothing was "
             "timed (run `cudalearn bench` on a GPU to see your kernel against the reference).",
         }
-    if _HELD.get("stuck"):
+    if _HELD.get("stuck") or _HELD.get("broken"):
+        why = (
+            "ran past the time limit and may still be running on the GPU"
+            if _HELD.get("stuck")
+            else f"broke the grader's CUDA context ({_HELD['broken']})"
+        )
         return {
             **result,
             "status": "not timed",
-            "message": "not timed: a kernel of an earlier exercise ran past the time limit and may still be "
-            "running on the GPU.",
+            "message": f"not timed: a kernel of an earlier exercise {why}.",
         }
     try:
         fn, student, consts = _student_kernel(judge, speed)
@@ -186,7 +190,11 @@ def _student_kernel(judge: Any, speed: speed_rules.Speed) -> tuple[Any, Any, dic
         raise _Refused(f"your kernel `{speed.kernel}` was not timed: {why}") from None
     consts = {}
     for name in speed_case(speed.case).consts:
-        value = judge.request("get", None, {"name": name})
+        try:
+            value = judge.request("get", None, {"name": name})
+        except Exception as e:  # not defined, or the process failed: the student's to fix
+            why = f"your kernel was not timed: `{name}` could not be read from your notebook ({e})"
+            raise _Refused(why) from None
         if type(value) is not int or not 1 <= value <= 1024:
             raise _Refused(
                 f"`{name}` is {value!r} in your notebook: a launch constant is an int from 1 to 1024"
@@ -228,6 +236,8 @@ def time_pair(
             try:
                 mine = bench.time_kernel(student, case, consts, device, limit_ms=LIMIT_MS)
             except Exception as e:  # a compile error, a launch the driver refused: the student's kernel
+                if type(e).__name__ in ("CudaAPIError", "CudaDriverError"):
+                    _HELD["broken"] = f"{type(e).__name__}: {e}"  # the context is lost: no more timing here
                 raise _Refused(
                     f"no speed points: your kernel failed when the grader launched it ({e})."
                 ) from e
