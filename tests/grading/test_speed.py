@@ -276,7 +276,7 @@ def test_the_judge_gives_a_planted_cheat_no_speed_points(on_a_fake_gpu, name):
 
 
 def test_the_gpu_device_path_runs_under_the_simulator(monkeypatch):
-    """GpuDevice's own code (gate, flush, guarded arrays, events) on the simulator, its events made to answer."""
+    """GpuDevice's own code (gate, flush, guarded arrays, events) under the simulator, its events faked."""
     import itertools
 
     import numba.cuda.simulator.api as simapi
