@@ -300,3 +300,17 @@ def test_the_gpu_device_path_runs_under_the_simulator(monkeypatch):
     dev._peaks = (1.0, 1.0)
     timed = bench.time_kernel(add_ok, case("vector_add", small=True), {}, dev, runs=2, seed=2)
     assert timed.cause == "" and timed.times_ms == [0.5, 0.5]
+
+
+def test_cudalearn_bench_says_speed_needs_a_gpu_under_the_simulator(capsys):
+    from cudalearn.cli import main
+    from cudalearn.grading.bench import SIMULATED, bench
+
+    assert main(["bench", "02", "--root", str(ROOT)]) == 0
+    out = capsys.readouterr().out
+    assert f"vector_add: {SIMULATED}" in out and f"matmul_naive: {SIMULATED}" in out
+    assert "ms" not in out.replace("nothing", "")
+    assert bench(
+        add_ok.py_func.__class__ and type("K", (), {"__name__": "vector_add"})(), "02", ROOT
+    ).endswith(SIMULATED)
+    assert main(["bench", "01", "--root", str(ROOT)]) == 2  # no speed-graded kernel there

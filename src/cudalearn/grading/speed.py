@@ -152,7 +152,8 @@ def _judge_speed(judge: Any, spec: dict, passed: bool) -> dict:
         return {**result, "status": "refused", "message": str(e)}
     reference, ref_consts = _reference_kernel(judge, speed, spec["reference"])
     if judge.sandbox is not None:
-        judge.sandbox.kill()  # none of the student's GPU work runs while the clock does; restarted if needed
+        judge.sandbox.kill()  # none of the student's GPU work runs while the clock does
+        judge.sandbox = None  # started afresh (and replayed) by the next request: not a crash of theirs
     try:
         verdict = {
             **result,
