@@ -310,7 +310,9 @@ def test_cudalearn_bench_says_speed_needs_a_gpu_under_the_simulator(capsys):
     out = capsys.readouterr().out
     assert f"vector_add: {SIMULATED}" in out and f"matmul_naive: {SIMULATED}" in out
     assert "ms" not in out.replace("nothing", "")
-    assert bench(
-        add_ok.py_func.__class__ and type("K", (), {"__name__": "vector_add"})(), "02", ROOT
-    ).endswith(SIMULATED)
+
+    def vector_add(a, b, out):  # the notebook call takes the kernel: its name says which exercise
+        pass
+
+    assert bench(vector_add, "02", ROOT).endswith(SIMULATED)
     assert main(["bench", "01", "--root", str(ROOT)]) == 2  # no speed-graded kernel there
