@@ -36,10 +36,13 @@ The modules, by process:
   `match` (the answer cells in a submission), `limits` (the limits, the
   student's OS user, what this machine enforces), `watch` (each judge held
   to its deadline from outside), `results`, `report` (the grade table and
-  feedback files, written as each grade arrives);
+  feedback files, written as each grade arrives), `speed_report` (the
+  speed columns, feedback and leaderboard), `bench` (`cudalearn bench`, the
+  student's side of the speed harness);
 - judge: `judge` (the cells and tests), `channel` (its end of the pipe),
   `remote` (handles on the student's objects), `errors`, `blame` (the other
-  exercise a failing test may fail on account of), `rebuild` (a
+  exercise a failing test may fail on account of), `speed` (speed points:
+  the rebuilt kernel timed against the solution's), `rebuild` (a
   kernel rebuilt from its verified syntax tree, for the tracer), with
   `kernel_check` (the verifier of that tree), `kernel_subset` (the CUDA
   subset it allows) and `kernel_imports` (what an answer cell's imports
