@@ -316,3 +316,39 @@ def test_cudalearn_bench_says_speed_needs_a_gpu_under_the_simulator(capsys):
 
     assert bench(vector_add, "02", ROOT).endswith(SIMULATED)
     assert main(["bench", "01", "--root", str(ROOT)]) == 2  # no speed-graded kernel there
+
+
+def test_the_device_runs_checker_reads_the_tables(tmp_path, capsys):
+    """check.py (speed.sh's verdict) passes a table where each plant got what cheats.py expects."""
+    import check
+
+    plan = lab_mod.load(ROOT / "solutions" / "02-first-kernels.ipynb")
+    timed = dict(ms=1.0, reference_ms=1.0, device="H100", spread=0.01)
+
+    def row(student, vector_add, matmul=None):
+        full = {"status": "timed", "ratio": 1.0, "points": 1.0, "max": 1.0, "message": "full", **timed}
+        tests = [
+            results.TestResult("test_vector_add", 1, 2.0, 2.0, "passed", "", "", {"max": 2.0, **vector_add}),
+            results.TestResult("test_grid_2d", 2, 1.0, 1.0, "passed"),
+            results.TestResult("test_matmul_naive", 3, 2.0, 2.0, "passed", "", "", matmul or full),
+        ]
+        return results.Result(student, plan.name, Path(f"{student}.ipynb"), tests)
+
+    rows = [
+        row(f"solution-{i}", {"status": "timed", "ratio": 1.02, "points": 2.0, **timed}) for i in (1, 2, 3)
+    ]
+    rows.append(row("naive-strided", {"status": "timed", "ratio": 0.19, "points": 0.5, **timed}))
+    for plant in (p for p in cheats.CHEATS if p.lab == "02"):
+        cause = {"over-the-limit": "warm-up run: the kernel ran past the time limit (2000 ms a launch)"}
+        message = cause.get(plant.name, "the test above failed, so the kernel was not timed.")
+        if plant.name in ("skips-written-output", "less-work-when-large"):
+            message = "no speed points: timed run 1: the output `out` is wrong (3 wrong elements)"
+        if plant.name == "writes-outside":
+            message = "no speed points: warm-up run: 64 elements outside `out` were written"
+        rows.append(row(plant.name, {"status": "refused", "points": 0.0, "message": message}))
+    write(plan, rows, tmp_path)
+    assert check.check(tmp_path, ["02"]) == 0, capsys.readouterr().out
+    rows[0].tests[0].speed["points"] = 1.0  # a solution short of full speed points
+    write(plan, rows, tmp_path)
+    assert check.check(tmp_path, ["02"]) == 1
+    assert "FAIL 02 solution-1 test_vector_add" in capsys.readouterr().out
