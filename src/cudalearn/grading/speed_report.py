@@ -38,7 +38,7 @@ def speed_feedback(speed: dict) -> str:
     """The feedback paragraph of one test's speed verdict."""
     status = speed.get("status", "")
     if status == NEEDS_GPU:
-        head = f"Speed ({NEEDS_GPU}, up to {speed['max']:g} points)"
+        head = f"Speed ({NEEDS_GPU}, up to {speed['max']:g} point{'s' if speed['max'] != 1 else ''})"
     else:
         head = f"Speed: {speed.get('points', 0.0):g}/{speed['max']:g} points ({status})"
     text = f"{head}: {speed.get('message', '')}"
