@@ -352,3 +352,16 @@ def test_the_device_runs_checker_reads_the_tables(tmp_path, capsys):
     write(plan, rows, tmp_path)
     assert check.check(tmp_path, ["02"]) == 1
     assert "FAIL 02 solution-1 test_vector_add" in capsys.readouterr().out
+
+
+@cuda.jit
+def add_strided(a, b, out):
+    i = cuda.blockIdx.x + cuda.threadIdx.x * cuda.gridDim.x  # a warp's lanes a grid apart
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+def test_the_hint_names_the_sectors_the_tracer_counts():
+    text = speed.hint(add_strided, add_ok, SPEED, {}, {})
+    assert re.search(r"touches \d+ 32-byte sectors of global memory where the reference touches \d+", text)
+    assert speed.hint(add_ok, add_ok, SPEED, {}, {}) == ""

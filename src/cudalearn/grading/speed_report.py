@@ -45,7 +45,7 @@ def speed_feedback(speed: dict) -> str:
     if speed.get("device"):
         text += f" Timed on {speed['device']}"
         if "spread" in speed:
-            text += f", your runs within {100 * speed['spread']:.1f} % of their median"
+            text += f", your fastest and slowest runs {100 * speed['spread']:.1f} % of the median apart"
         if "reference_before_ms" in speed:
             text += (
                 f"; the reference took {speed['reference_before_ms']:.4g} ms before your kernel and "
