@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
+import cudalearn
 from cudalearn.course import speed_rules
 from cudalearn.course.speed_cases import CASES, case
 from cudalearn.grading import lab as lab_mod
@@ -315,6 +316,9 @@ def test_cudalearn_bench_says_speed_needs_a_gpu_under_the_simulator(capsys):
         pass
 
     assert bench(vector_add, "02", ROOT).endswith(SIMULATED)
+    assert cudalearn.bench(vector_add, "02", ROOT).endswith(SIMULATED)  # the notebook's face
+    with pytest.raises(lab_mod.LabError, match="no solutions/ folder"):
+        bench(vector_add, "02", ROOT / "tests")
     assert main(["bench", "01", "--root", str(ROOT)]) == 2  # no speed-graded kernel there
 
 

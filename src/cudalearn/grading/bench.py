@@ -9,8 +9,8 @@ folder (its solutions/), as a clone of the course has it.
     cudalearn bench 02                      # every speed-graded kernel of labs/02-*.ipynb
     cudalearn bench 03 --exercise 2 --notebook my-lab3.ipynb
 
-In a notebook, after the kernel's cell: `from cudalearn.grading.bench import bench; bench(matmul_tiled,
-"03")`. Under the simulator nothing is timed: speed needs a GPU.
+In a notebook, after the kernel's cell: `cudalearn.bench(matmul_tiled, "03")`. Under the simulator
+nothing is timed: speed needs a GPU.
 """
 
 from __future__ import annotations
@@ -30,8 +30,14 @@ SIMULATED = (
 
 
 def _lab(lab: str, root: str | Path) -> lab_mod.Lab:
+    """The solution notebook of `lab` under the course folder `root`, read as a plan."""
     from cudalearn.grading.grader import resolve_lab
 
+    if not Path(root, "solutions").is_dir():
+        raise lab_mod.LabError(
+            f"{root} has no solutions/ folder: the reference kernels are the solution notebooks' own, so "
+            "run this in a clone of the course (or give its folder: --root, or root=)"
+        )
     return lab_mod.load(resolve_lab(lab, root))
 
 
