@@ -369,3 +369,19 @@ def test_the_hint_names_the_sectors_the_tracer_counts():
     text = speed.hint(add_strided, add_ok, SPEED, {}, {})
     assert re.search(r"touches \d+ 32-byte sectors of global memory where the reference touches \d+", text)
     assert speed.hint(add_ok, add_ok, SPEED, {}, {}) == ""
+
+
+def test_a_kernel_past_the_limit_stops_its_judge_and_holds_the_clock(monkeypatch):
+    monkeypatch.setattr(speed, "_HELD", {})
+    got = speed.time_pair(
+        add_ok,
+        {},
+        add_strided,
+        {},
+        SPEED,
+        device=FakeDevice(lambda k: 1e9 if k is add_ok else 1.0),
+        small=True,
+    )
+    assert got["status"] == "refused" and "past the time limit (2000 ms a launch)" in got["message"]
+    assert speed.stuck()
+    assert "not run" in speed.STUCK.format(limit=speed.LIMIT_MS)

@@ -201,7 +201,9 @@ design it cannot change a verdict:
   with `-j` notebooks are timed one at a time; the solution's kernel is
   timed before and after each student's, and a drift over 15 % (twice)
   gives no verdict rather than a wrong one. A kernel past the limit keeps
-  the lock until its judge ends (its context, and the kernel, end with it).
+  the lock until its judge ends, which it does at once: the rest of that
+  notebook's tests are reported as not run, and the driver ends the kernel
+  with the judge's context, so the next notebook is timed within seconds.
   A state kept between calls, an output left from a warm-up, work skipped at
   the timed size, stores outside the output or into the inputs all fail a
   timed run's check: zero speed points, the cause in the feedback. Other
@@ -214,10 +216,10 @@ Limits: what is not defended
   share the GPU while one notebook is timed; the reference's drift check
   shows such a disturbance and then no verdict is given, but a disturbance
   that slows the reference and the student's kernel alike goes unseen. A
-  launch past the limit keeps the GPU's clock until that notebook's judge
-  ends: others wait, up to 30 s before their own deadline, then get "not
-  timed". Without cuda-bindings the persisting-L2 reset is skipped (the
-  feedback's device line says so).
+  judge waits for the timing lock up to 30 s before its own deadline, then
+  says "not timed" (too many notebooks at once for the time limit).
+  Without cuda-bindings the persisting-L2 reset is skipped (the feedback
+  says so).
 - Without Landlock (another OS, an old kernel, `--no-landlock`), the student
   process can read any file its user can: as a non-root grader that is the
   grader's user, the solutions included. Then grade as root (student code

@@ -62,8 +62,19 @@ _HELD: dict = {}  # "stuck": a kernel of this judge's student overran the limit;
 
 
 def stuck() -> bool:
-    """Whether a kernel this judge timed overran the limit (and may still be running on the GPU)."""
+    """Whether a kernel this judge timed overran the limit (and may still be running on the GPU).
+
+    Then the judge runs no more cells (any of its own CUDA calls would wait for that kernel), reports
+    the tests left as not run (`STUCK`), and ends at once: the driver ends the kernel with its context,
+    and the timing lock goes with the process, so the next notebook is timed within seconds.
+    """
     return bool(_HELD.get("stuck"))
+
+
+STUCK = (
+    "not run: your kernel ran past the speed timing's limit ({limit:g} ms a launch) and still held the "
+    "GPU, so the grader ended your notebook's checks there."
+)
 
 
 @contextlib.contextmanager
@@ -242,17 +253,19 @@ def time_pair(
                 raise _Refused(
                     f"no speed points: your kernel failed when the grader launched it ({e})."
                 ) from e
-            after = bench.time_kernel(reference, case, ref_consts, device, limit_ms=LIMIT_MS)
-            if before.cause or after.cause:
-                raise RuntimeError(f"the reference kernel failed the harness: {before.cause or after.cause}")
-            if mine.cause:
+            if before.cause:
+                raise RuntimeError(f"the reference kernel failed the harness: {before.cause}")
+            if mine.cause:  # returned before anything else touches the GPU: the kernel may still run
                 if "time limit" in mine.cause:
-                    _HELD["stuck"] = True  # the kernel may run on: no other notebook is timed beside it
+                    _HELD["stuck"] = True  # no other notebook is timed beside it; this judge ends soon
                 return {
                     "status": "refused",
                     "message": f"no speed points: {mine.cause}.",
                     "device": device.name,
                 }
+            after = bench.time_kernel(reference, case, ref_consts, device, limit_ms=LIMIT_MS)
+            if after.cause:
+                raise RuntimeError(f"the reference kernel failed the harness: {after.cause}")
             drift = abs(after.median_ms - before.median_ms) / before.median_ms
             if drift <= DRIFT:
                 break
