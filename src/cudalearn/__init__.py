@@ -18,12 +18,25 @@ __all__ = [
     "torch_device",
     "size",
     "show_source",
+    "bench",
     "SETUP_CELL",
     "__version__",
 ]
 
 #: The first code cell of every notebook (a test checks that they all use exactly this text).
 SETUP_CELL = _setup_cell()
+
+
+def bench(kernel, lab: str, root=None, consts: dict | None = None) -> str:
+    """Time your speed-graded kernel against the solution's, as `cudalearn grade` does (labs 2-10).
+
+    `cudalearn.bench(vector_add, "02")` after the kernel's cell, on a GPU: the same harness and
+    tiers as the grader's speed points (`cudalearn.grading.bench`); under the simulator it says
+    that speed needs a GPU.
+    """
+    from cudalearn.grading.bench import bench as run
+
+    return run(kernel, lab, root, consts)
 
 
 def show_source(obj) -> None:

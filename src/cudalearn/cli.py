@@ -1,4 +1,4 @@
-"""The `cudalearn` command: doctor, labs, clean, outputs, grade, progress, reference, site (all chapters)."""
+"""The `cudalearn` command: doctor, labs, clean, outputs, grade, bench, progress, reference, site (all)."""
 
 from __future__ import annotations
 
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `cudalearn` console command."""
     from cudalearn import grading
     from cudalearn.course import progress
+    from cudalearn.grading.bench import add_arguments as bench_arguments
 
     parser = argparse.ArgumentParser(prog="cudalearn", description="cudalearn course tools")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -155,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600, help="seconds per cell (default: 600, as CI)")
     p = sub.add_parser("grade", help="grade submitted notebooks of a lab; write grades/LAB.csv and feedback")
     grading.add_arguments(p)
+    p = sub.add_parser("bench", help="time your lab's speed-graded kernels against the reference, as graded")
+    bench_arguments(p)
     p = sub.add_parser("progress", help="run your lab notebooks' checks and say which exercises pass")
     progress.add_arguments(p)
     p = sub.add_parser("reference", help="list the stored GPU figures, or merge runs of one machine")
@@ -185,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"labs": _labs, "clean": _clean, "outputs": _outputs, "reference": _reference}
     commands["site"] = _site
     commands.update(grade=grading.command, progress=progress.command)
+    if args.command == "bench":
+        from cudalearn.grading.bench import command as bench_command
+
+        return bench_command(args)
     return commands[args.command](args)
 
 

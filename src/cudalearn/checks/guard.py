@@ -31,7 +31,9 @@ class Guarded:
 
         host = np.ascontiguousarray(host)
         flat = np.empty(host.size + 2 * GUARD, dtype=host.dtype)
-        flat.view(np.uint8)[:] = np.frombuffer(os.urandom(flat.nbytes), dtype=np.uint8)
+        zone = GUARD * flat.itemsize  # random bytes in the zones only: the middle is the array
+        flat[:GUARD].view(np.uint8)[:] = np.frombuffer(os.urandom(zone), dtype=np.uint8)
+        flat[GUARD + host.size :].view(np.uint8)[:] = np.frombuffer(os.urandom(zone), dtype=np.uint8)
         flat[GUARD : GUARD + host.size] = host.ravel()
         self.shape, self.size = host.shape, host.size
         self._zones = (flat[:GUARD].copy(), flat[GUARD + host.size :].copy())

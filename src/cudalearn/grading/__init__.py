@@ -36,10 +36,13 @@ The modules, by process:
   `match` (the answer cells in a submission), `limits` (the limits, the
   student's OS user, what this machine enforces), `watch` (each judge held
   to its deadline from outside), `results`, `report` (the grade table and
-  feedback files, written as each grade arrives);
+  feedback files, written as each grade arrives), `speed_report` (the
+  speed columns, feedback and leaderboard), `bench` (`cudalearn bench`, the
+  student's side of the speed harness);
 - judge: `judge` (the cells and tests), `channel` (its end of the pipe),
   `remote` (handles on the student's objects), `errors`, `blame` (the other
-  exercise a failing test may fail on account of), `rebuild` (a
+  exercise a failing test may fail on account of), `speed` (speed points:
+  the rebuilt kernel timed against the solution's), `rebuild` (a
   kernel rebuilt from its verified syntax tree, for the tracer), with
   `kernel_check` (the verifier of that tree), `kernel_subset` (the CUDA
   subset it allows) and `kernel_imports` (what an answer cell's imports
@@ -211,8 +214,39 @@ design it cannot change a verdict:
   between guard zones of random bytes in the sandbox, as `checks.run_kernel`
   does in a notebook, so a missing bounds guard fails there too.
 
+- speed points (`# SPEED:`, `speed`): the student's process never holds the
+  timer. After a test with speed points passes, the judge ends the student's
+  process (none of its GPU work overlaps the clock), rebuilds the kernel from
+  its verified tree (`rebuild`), compiles and launches it itself on its own
+  stream between CUDA events, behind a gate kernel so the host's launch time
+  is not counted (`measure.bench`). Every run gets fresh random inputs and a
+  fresh random output between guard zones, after an L2 flush (a write twice
+  the L2's size) and a reset of persisting L2 lines; every run's output,
+  inputs and guard zones are checked, and one more run after the loop. A
+  time below what the bytes and FLOPs allow at the GPU's peaks is refused,
+  and so is a launch past 2 s. Timing holds one lock file per grade run, so
+  with `-j` notebooks are timed one at a time; the solution's kernel is
+  timed before and after each student's, and a drift over 15 % (twice)
+  gives no verdict rather than a wrong one. A kernel past the limit keeps
+  the lock until its judge ends, which it does at once: the rest of that
+  notebook's tests are reported as not run, and the driver ends the kernel
+  with the judge's context, so the next notebook is timed within seconds.
+  A state kept between calls, an output left from a warm-up, work skipped at
+  the timed size, stores outside the output or into the inputs all fail a
+  timed run's check: zero speed points, the cause in the feedback. Other
+  streams, sleeps and threads that spin the GPU are out of reach: the host
+  code is not timed and the sandbox is ended first.
+
 Limits: what is not defended
 ----------------------------
+- Speed: with `-j`, other notebooks' correctness tests (in their sandboxes)
+  share the GPU while one notebook is timed; the reference's drift check
+  shows such a disturbance and then no verdict is given, but a disturbance
+  that slows the reference and the student's kernel alike goes unseen. A
+  judge waits for the timing lock up to 30 s before its own deadline, then
+  says "not timed" (too many notebooks at once for the time limit).
+  Without cuda-bindings the persisting-L2 reset is skipped (the feedback
+  says so).
 - Without Landlock (another OS, an old kernel, `--no-landlock`), the student
   process can read any file its user can: as a non-root grader that is the
   grader's user, the solutions included. Then grade as root (student code
@@ -305,6 +339,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--user",
         help="run student code as this OS user (the grader must run as root; default as root: nobody; "
         "'root' keeps root with its capabilities dropped)",
+    )
+    p.add_argument(
+        "--leaderboard",
+        action="store_true",
+        help="also keep OUT/LAB-leaderboard.csv: each student's best speed ratio per speed-graded test",
     )
     p.add_argument("--no-landlock", action="store_true", help="do not confine student code with Landlock")
     p.add_argument("--root", default=".", help="the course's root folder (default: here)")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudalearn.compile import forkserver, ptx
-from cudalearn.grading import judgeserver, match, process, python_command, watch
+from cudalearn.grading import judgeserver, match, process, python_command, speed, watch
 from cudalearn.grading import lab as lab_mod
 from cudalearn.grading.limits import (
     JUDGE_CGROUP_HEADROOM_MB,
@@ -75,7 +75,7 @@ def job_for(lab: lab_mod.Lab, answers: list[match.Answer], limits: Limits) -> di
         if c.role == "context":
             entry.update(source=c.source, student=c.student_source)
         elif c.role == "test":
-            entry.update(source=c.source, test_id=c.test_id, points=c.points)
+            entry.update(source=c.source, test_id=c.test_id, points=c.points, **speed.job_entry(lab, c))
         cells.append(entry)
     return {
         "cells": cells,
@@ -301,13 +301,15 @@ def grade(
     jobs: int = 1,
     root: str | Path = ".",
     failed: list[str] | None = None,
+    leaderboard: bool = False,
 ) -> list[Result]:
     """Grade every submission of LAB; write OUT/LAB.csv and OUT/feedback/LAB/STUDENT.md unless out is None.
 
     Each student's row and feedback are written as soon as their grade is known. `failed` (a list)
-    gets what could not be written.
+    gets what could not be written. `leaderboard`: also merge the speed ratios into OUT/LAB-leaderboard.csv.
     """
     plan = lab_mod.load(resolve_lab(lab, root))
+    speed.declarations(plan)  # a wrong `# SPEED:` line stops the run before any notebook is graded
     limits = student_user(limits)
     if limits.user:
         check_user(limits.user)
@@ -334,6 +336,10 @@ def grade(
         return result
 
     results: dict[int, Result] = {}
+    given = os.environ.get(speed.LOCK_ENV)  # one lock for several grade runs on this GPU, if set
+    lock_dir = None if given else tempfile.mkdtemp(prefix="cudalearn-timing-")  # the grader's own folder
+    if lock_dir is not None:
+        os.environ[speed.LOCK_ENV] = os.path.join(lock_dir, "lock")  # every judge times under it, in turn
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {pool.submit(run, entry): i for i, entry in enumerate(picked)}
@@ -342,6 +348,9 @@ def grade(
                 if report is not None:
                     report.add(result)  # written now: nothing graded is lost to a later failure
     finally:
+        if lock_dir is not None:
+            os.environ.pop(speed.LOCK_ENV, None)
+            shutil.rmtree(lock_dir, ignore_errors=True)
         servers.close()
         if top is not None:
             top.kill()
@@ -349,7 +358,12 @@ def grade(
             report.close()
             if failed is not None:
                 failed += report.failed
-    return [results[i] for i in sorted(results)]
+    ordered = [results[i] for i in sorted(results)]
+    if leaderboard and out is not None:
+        from cudalearn.grading.report import write_leaderboard
+
+        write_leaderboard(Path(out, f"{plan.name}-leaderboard.csv"), ordered)
+    return ordered
 
 
 def _graded(
@@ -388,7 +402,7 @@ def command(args: argparse.Namespace) -> int:
     process.make_private()  # this process holds the hidden tests: no same-user ptrace
     try:
         path = resolve_lab(args.lab, args.root)
-        lab_mod.load(path)
+        speed.declarations(lab_mod.load(path))
     except (lab_mod.LabError, OSError) as e:
         print(f"cudalearn grade: {e}", file=sys.stderr)
         return 2
@@ -430,13 +444,17 @@ def command(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             root=args.root,
             failed=unwritten,
+            leaderboard=args.leaderboard,
         )
     except FileNotFoundError as e:
         print(f"cudalearn grade: {e}", file=sys.stderr)
         return 2
     width = max([len(printable(r.student)) for r in results] + [7])
     for r in results:
-        statuses = " ".join(f"{t.test_id}={t.status}" for t in r.tests)
+        statuses = " ".join(
+            f"{t.test_id}={t.status}" + (f"+speed:{t.speed.get('status')}" if t.speed else "")
+            for t in r.tests
+        )
         print(f"{printable(r.student):<{width}}  {r.total:g}/{r.max_total:g}  {statuses}")
     for what in unwritten:
         print(f"cudalearn grade: could not write {what}", file=sys.stderr)

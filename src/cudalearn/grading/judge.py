@@ -190,7 +190,25 @@ class Judge(Channel):
             )
             outcome["message"] += self.blame.hint(cell["exercise"])
             self.blame.failed(cell["exercise"], f"failed its own test {cell['test_id']}")
-        return {**result, **outcome, "points": cell["points"] if outcome["status"] == "passed" else 0.0}
+        result = {**result, **outcome, "points": cell["points"] if outcome["status"] == "passed" else 0.0}
+        if cell.get("speed"):
+            from cudalearn.grading import speed
+
+            result["speed"] = speed.judge_speed(self, cell, outcome["status"] == "passed")
+        return result
+
+    def _not_run(self, cell: dict) -> dict:
+        """A test not run because a kernel timed for speed ran past its limit (`grading.speed.stuck`)."""
+        from cudalearn.grading import speed
+
+        return {
+            "id": cell["test_id"],
+            "exercise": cell["exercise"],
+            "max": cell["points"],
+            "points": 0.0,
+            "status": "timeout",
+            "message": speed.STUCK.format(limit=speed.LIMIT_MS),
+        }
 
     def _outcome(self, cell: dict) -> dict:
         """{"status", "message"} of one test cell run here ("output" too when the student's process died)."""
@@ -254,6 +272,11 @@ class Judge(Channel):
         names = {int(k): v for k, v in self.job["names"].items()}
         for cell in self.job["cells"]:
             role = cell["role"]
+            if _speed_stuck():  # a kernel past the speed limit holds the GPU: nothing more runs here
+                if role == "test":
+                    tests.append(self._not_run(cell))
+                    self.emit({"test": tests[-1]})
+                continue
             if role == "test":
                 self.emit({"step": {"name": f"running {cell['test_id']}", "test": cell["test_id"]}})
             else:
@@ -274,6 +297,12 @@ class Judge(Channel):
         if self.sandbox is not None:
             self.sandbox.kill()
         return {"tests": tests, "notes": self.notes, "isolation": self.isolation, "restarts": self.restarts}
+
+
+def _speed_stuck() -> bool:
+    """Whether a kernel timed for speed ran past its limit in this judge (`grading.speed.stuck`)."""
+    speed = sys.modules.get("cudalearn.grading.speed")  # imported only by a lab with speed points
+    return speed is not None and speed.stuck()
 
 
 def main() -> None:
@@ -313,6 +342,8 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     json.dump(result, out)
     out.flush()
+    if _speed_stuck():
+        os._exit(0)  # a kernel past the time limit still runs: no atexit may wait for it; the driver ends it
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cudalearn.grading import lab as lab_mod
 from cudalearn.grading.results import Result
+from cudalearn.grading.speed_report import leaderboard_rows, speed_cells, speed_feedback, speed_tests
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as the start of a formula
 
@@ -66,6 +67,7 @@ class Report:
     def __init__(self, lab: lab_mod.Lab, students: list[str], out: Path) -> None:
         self.lab, self.order = lab, list(dict.fromkeys(students))
         self.files = feedback_names(self.order)
+        self.speed = speed_tests(lab)
         self.csv = out / f"{lab.name}.csv"
         self.feedback_dir = out / "feedback" / lab.name
         self.feedback_dir.mkdir(parents=True, exist_ok=True)
@@ -81,12 +83,16 @@ class Report:
         head = ["student", "lab"]
         for t in self.lab.tests:
             head += [f"{t.test_id} points", f"{t.test_id} status"]
+            if t.test_id in self.speed:
+                head += [f"{t.test_id} speed ratio", f"{t.test_id} speed points", f"{t.test_id} speed status"]
         return [_cell(h) for h in head + ["total", "max", "notebook", "identical to", "feedback"]]
 
     def _row(self, r: Result) -> list[str]:
         row: list[object] = [r.student, r.lab]
         for t in r.tests:
             row += [f"{t.points:g}", t.status]
+            if t.test_id in self.speed:
+                row += speed_cells(t.speed)
         if r.student not in self.files:  # a student not announced: a name no other file has
             taken, n = {v.lower() for v in self.files.values()}, 2
             while f"{safe_name(r.student)}-{n}".lower() in taken:
@@ -133,6 +139,14 @@ def write(lab: lab_mod.Lab, results: list[Result], out: Path) -> list[str]:
     return report.failed
 
 
+def write_leaderboard(path: Path, results: list[Result]) -> None:
+    """Merge `results` into the opt-in leaderboard CSV at `path` (`cudalearn grade --leaderboard`)."""
+    part = path.with_name(path.name + ".part")
+    with open(part, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([_cell(v) for v in row] for row in leaderboard_rows(path, results))
+    os.replace(part, path)
+
+
 def feedback(r: Result) -> str:
     """The feedback a student reads: each test, passed or why not, in the checks' own words."""
     lines = [f"# {r.lab}: feedback for {r.student}", "", f"Total: {r.total:g} of {r.max_total:g} points.", ""]
@@ -141,6 +155,8 @@ def feedback(r: Result) -> str:
         lines.append(f"## {t.test_id} (exercise {t.exercise}): {t.status}, {pts}")
         if t.message:
             lines += ["", t.message]
+        if t.speed:
+            lines += ["", speed_feedback(t.speed)]
         if t.output:
             lines += [
                 "",

@@ -21,6 +21,7 @@ class TestResult:
     status: str
     message: str = ""
     output: str = ""
+    speed: dict | None = None  # the speed verdict of a test with `# SPEED:` points (grading.speed)
 
 
 @dataclass
@@ -38,11 +39,13 @@ class Result:
 
     @property
     def total(self) -> float:
-        return sum(t.points for t in self.tests)
+        return sum(t.points + (t.speed or {}).get("points", 0.0) for t in self.tests)
 
     @property
     def max_total(self) -> float:
-        return sum(t.max_points for t in self.tests)
+        """The tests' points and their speed points, but those that needed a GPU this run did not have."""
+        speed = [t.speed for t in self.tests if t.speed and t.speed.get("status") != "needs a GPU"]
+        return sum(t.max_points for t in self.tests) + sum(s["max"] for s in speed)
 
 
 def from_judge(t: dict) -> TestResult:
@@ -55,6 +58,7 @@ def from_judge(t: dict) -> TestResult:
         t["status"],
         t["message"],
         t.get("output", ""),
+        t.get("speed") if isinstance(t.get("speed"), dict) else None,
     )
 
 
