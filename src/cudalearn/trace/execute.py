@@ -15,7 +15,7 @@ import numpy as np
 
 from cudalearn.compile import source
 from cudalearn.runtime import intrinsics, numba_backend
-from cudalearn.trace import collective, warp
+from cudalearn.trace import collective, standins, warp
 from cudalearn.trace.fake_cuda import FakeCuda
 from cudalearn.trace.model import (
     MAX_BLOCK_THREADS,
@@ -232,6 +232,8 @@ def _instrument(fn, fake, memo, kernel):
     def swap(v):
         if v is cuda_module and v is not None:
             return fake
+        if standins.standin(v) is not None:  # a GPU intrinsic of one thread: its Python stand-in
+            return standins.standin(v)
         return _instrument(_python_function(v), fake, memo, False) if _is_cuda_function(v) else v
 
     env = dict(fn.__globals__)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from cudalearn.runtime import numba_backend
 from cudalearn.runtime.numba_backend import SIMULATOR, cuda
+from cudalearn.trace import standins
 
 MIN_CC = (8, 0)  # cp.async: sm_80 and newer
 SIGNATURES: dict = {}  # device functions only: they compile inside the kernels that call them
@@ -47,19 +48,21 @@ def unavailable(cc=None) -> str | None:
     return None
 
 
+def _copy_at_once(dst, doff, src, soff):
+    """dst.flat[doff:doff + 4] = src.flat[soff:soff + 4] at once: the simulator's and tracer's cp.async."""
+    n, m = dst.shape[1], src.shape[1]
+    for u in range(4):
+        dst[(doff + u) // n, (doff + u) % n] = src[(soff + u) // m, (soff + u) % m]
+
+
+def _nothing():
+    """Nothing to group or wait for: the copies of the simulator and the tracer have landed already."""
+    return None
+
+
 if SIMULATOR:
-
-    @cuda.jit(device=True)
-    def copy16(dst, doff, src, soff):
-        """dst.flat[doff:doff + 4] = src.flat[soff:soff + 4], at once (the simulator's cp.async)."""
-        n, m = dst.shape[1], src.shape[1]
-        for u in range(4):
-            dst[(doff + u) // n, (doff + u) % n] = src[(soff + u) // m, (soff + u) % m]
-
-    @cuda.jit(device=True)
-    def commit():
-        """Nothing to group: the simulator's copies have landed already."""
-        return None
+    copy16 = cuda.jit(device=True)(_copy_at_once)
+    commit = cuda.jit(device=True)(_nothing)
 
     def make_wait(n):
         """A device function that waits for copy groups: nothing to wait for under the simulator."""
@@ -125,10 +128,14 @@ elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
         return statement
 
     commit = _statement("cp.async.commit_group;")
+    standins.register(copy16, _copy_at_once)  # traced on the CPU in gpu mode too (Chapter 6d)
+    standins.register(commit, _nothing)
 
     def make_wait(n):
         """A device function that runs cp.async.wait_group n: at most n of this thread's groups pending."""
-        return _statement(f"cp.async.wait_group {int(n)};")
+        wait = _statement(f"cp.async.wait_group {int(n)};")
+        standins.register(wait, _nothing)
+        return wait
 
 else:  # numba-cuda-mlir: `unavailable()` says so, and no kernel is built with these
 

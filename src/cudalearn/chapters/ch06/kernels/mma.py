@@ -38,7 +38,7 @@ import numpy as np
 
 from cudalearn.runtime import numba_backend
 from cudalearn.runtime.numba_backend import SIMULATOR, cuda
-from cudalearn.trace import collective
+from cudalearn.trace import collective, standins
 
 WARP = 32
 SHAPES = {"m16n8k8": (16, 8, 8), "m16n8k16": (16, 8, 16)}  # (m, n, k)
@@ -183,12 +183,14 @@ def _ldmatrix_lanes(num, trans):
 
 _ARITY = {"m16n8k8": 7, "m16n8k16": 10}
 
-if SIMULATOR:
 
-    @cuda.jit(device=True)
-    def pack_f16x2(lo, hi):
-        """Two float32 rounded to float16 in one uint32 word, lo in the low half (cvt.rn.f16.f32)."""
-        return np.array([lo, hi], np.float32).astype(np.float16).view(np.uint32)[0]
+def _pack_f16x2(lo, hi):
+    """Two float32 rounded to float16 in one uint32 word, lo in the low half (cvt.rn.f16.f32)."""
+    return np.array([lo, hi], np.float32).astype(np.float16).view(np.uint32)[0]
+
+
+if SIMULATOR:
+    pack_f16x2 = cuda.jit(device=True)(_pack_f16x2)
 
     mma_m16n8k8, mma_m16n8k16 = (collective.Instruction(f"mma_{s}", _ARITY[s], __name__) for s in SHAPES)
     ldmatrix_x1, ldmatrix_x2, ldmatrix_x4 = (
@@ -208,6 +210,8 @@ elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
         mma_m16n8k16,
         pack_f16x2,
     )
+
+    standins.register(pack_f16x2, _pack_f16x2)  # traced on the CPU in gpu mode too
 else:  # numba-cuda-mlir: `unavailable()` says so, and no kernel is built with these
 
     def _refuse(*args):
