@@ -98,7 +98,7 @@ def _tree(fn: types.FunctionType) -> ast.AST | None:
 
 
 def typed_in(kernel: Any, BM: int, BN: int, BK: int, TM: int, TN: int) -> list[str]:
-    """ "line 40, `a[i] = sA[ty * 3 + i, k]`: 3 is TM": numbers in the kernel's body equal to a tile size."""
+    """Numbers in the kernel equal to a tile size: "line 40, `a[i] = sA[ty * 3 + i, k]`: 3 is TM here"."""
     fn = _function(kernel)
     tree = _tree(fn)
     if tree is None:
