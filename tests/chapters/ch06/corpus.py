@@ -270,6 +270,17 @@ MUTATIONS = [
         (LB, "                b[j] = sB[k, tx * 4 + j]"),
     ),
     wrong(
+        "typed-in-sim-tiles",
+        "matmul_regblock",
+        "types the simulator's tile sizes (BK = 5, TM = 3, TN = 2) where the names belong: right under the "
+        "simulator's sizes only",
+        r"not with other ones.*tile size typed in as a number where the tile's name belongs \(line \d+, "
+        r"`for k in range\(5\):`: 5 is BK here; line \d+, `a\[i\] = sA\[ty \* 3 \+ i, k\]`: 3 is TM here",
+        ("        for k in range(BK):\n", "        for k in range(5):\n"),
+        (LA, "                a[i] = sA[ty * 3 + i, k]"),
+        (LB, "                b[j] = sB[k, tx * 2 + j]"),
+    ),
+    wrong(
         "acc-zeroed-every-tile",
         "matmul_regblock",
         "sets acc to zero at the start of every tile",

@@ -211,7 +211,8 @@ THREADS = (BM // TM) * (BN // TN)
 
 def _lab_kernel(variant):
     """A lab-6 kernel: 'solution', 'unblocked' (a shared read per multiply-add), 'stub', 'adds-into-C'
-    (accumulates in C, not zeroed) or 'stores-per-tile' (stores acc into C after every tile)."""
+    (accumulates in C, not zeroed), 'stores-per-tile' (stores acc into C after every tile) or 'typed-in'
+    (TM's value, 3, typed in where TM belongs)."""
 
     @cuda.jit
     def matmul_regblock(A, B, C):
@@ -244,6 +245,14 @@ def _lab_kernel(variant):
                     for i in range(TM):
                         for j in range(TN):
                             acc[i, j] += a[i] * b[j]
+                elif variant == "typed-in":  # TM's value here typed in where TM belongs
+                    for i in range(TM):
+                        a[i] = sA[ty * 3 + i, k]
+                    for j in range(TN):
+                        b[j] = sB[k, tx * TN + j]
+                    for i in range(TM):
+                        for j in range(TN):
+                            acc[i, j] += a[i] * b[j]
                 elif variant == "unblocked":
                     for i in range(TM):
                         for j in range(TN):
@@ -261,7 +270,7 @@ def _lab_kernel(variant):
                         if row0 + ty * TM + i < M and col0 + tx * TN + j < N:
                             C[row0 + ty * TM + i, col0 + tx * TN + j] = acc[i, j]
             cuda.syncthreads()
-        if variant in ("solution", "unblocked"):
+        if variant in ("solution", "unblocked", "typed-in"):
             for i in range(TM):
                 for j in range(TN):
                     if row0 + ty * TM + i < M and col0 + tx * TN + j < N:
@@ -280,6 +289,11 @@ def test_lab_regblock_check_passes_the_solution_and_names_what_is_wrong():
         exercises.check_regblock_matmul(_lab_kernel("adds-into-C"), BM, BN, BK, TM, TN)
     with pytest.raises(AssertionError, match="stores each element of C 2 times"):
         exercises.check_regblock_matmul(_lab_kernel("stores-per-tile"), BM, BN, BK, TM, TN)
+    typed_in = (
+        r"tile size typed in as a number .*\(line \d+, `a\[i\] = sA\[ty \* 3 \+ i, k\]`: 3 is TM here\)"
+    )
+    with pytest.raises(AssertionError, match=typed_in):
+        exercises.check_regblock_matmul(_lab_kernel("typed-in"), BM, BN, BK, TM, TN)
 
 
 def test_lab_function_checks():

@@ -253,7 +253,7 @@ MUTATIONS = [
         "flops-float",
         "attention_flops",
         "computes N with / and ** : returns a float",
-        r"a float: return a Python int",
+        r"is .*, a float, where an int is asked for",
         ("n = (image // patch) ** 2", "n = (image / patch) ** 2"),
     ),
     wrong(
@@ -263,11 +263,10 @@ MUTATIONS = [
         r"not image // patch",
         ("n = (image // patch) ** 2", "n = image // patch"),
     ),
-    wrong(
+    valid(
         "flops-numpy-int",
         "attention_flops",
-        "returns np.prod(...), a NumPy integer (lab 5's byte count refuses one too)",
-        r"a int64: a NumPy integer: return a Python int",
+        "returns np.prod(...), a NumPy integer (the one int rule: a NumPy integer is an int)",
         (FLOPS, "return np.prod([4, n, n, dim])"),
     ),
     wrong(

@@ -5,7 +5,8 @@ off the tile grid (an unfinished kernel is reported as "not done yet" first, one
 as such, a wrong result with the race or barrier error the tracer finds), then traces one block of
 it on the CPU to check that it really keeps its operands in registers: per step along k, each thread
 may read shared memory TM + TN times, not once per multiply-add, and it stores each element of C
-once. On a GPU it then times the kernel against cuBLAS FP32 and prints the fraction it reaches. The
+once, and traces it once more with other values in its tile names, so that a tile size typed in as a
+number fails. On a GPU it then times the kernel against cuBLAS FP32 and prints the fraction it reaches. The
 capability check tries every compute capability from sm_35 to sm_120.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from cudalearn import checks
+from cudalearn.chapters.ch06 import tile_names
 from cudalearn.runtime import device, launch
 
 SLACK = 1.25  # the tracer may count a few more shared reads than TM + TN per k (a kernel's own choices)
@@ -240,8 +242,9 @@ def check_regblock_matmul(
 
     Checks the result on (m, k, n) `sizes` off the tile grid (a wrong one explained by the tracer when
     it finds a race or a barrier error), then traces one block: at most about TM + TN shared reads per
-    thread and step along k, and each element of C stored once. On a GPU, also prints the kernel's speed as a
-    fraction of cuBLAS FP32 at n = `bench_n` (default: the size `ch6.lab_bench_n`).
+    thread and step along k, and each element of C stored once; then traces it with other tile sizes in
+    BM, BN, BK, TM and TN (`tile_names`: a size typed in as a number fails there). On a GPU, also prints the
+    kernel's speed as a fraction of cuBLAS FP32 at n = `bench_n` (default: the size `ch6.lab_bench_n`).
     """
     sim = device.mode() == "sim"
     triples = sizes or (
@@ -250,6 +253,7 @@ def check_regblock_matmul(
     for i, (m, k, n) in enumerate(triples):
         _run(kernel, BM, BN, BK, TM, TN, m, k, n, seed=20 + i)
     _check_registers(kernel, BM, BN, BK, TM, TN)
+    tile_names.check_follows_tile_names(kernel, BM, BN, BK, TM, TN)
     if device.mode() == "gpu":
         from cudalearn.runtime.sizes import size
 

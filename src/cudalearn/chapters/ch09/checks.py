@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from cudalearn import checks
+from cudalearn.checks.answer_types import INT_FIX, INT_RULE, int_problem
 from cudalearn.checks.torch_answers import _close, _compare, _one_thread, _plain, _tensor_or_raise
 from cudalearn.runtime import device
 
@@ -360,14 +361,11 @@ def check_attention_flops(
         got = checks.call_student(attention_flops, "attention_flops", image, patch, dim)
         if got is None:
             raise AssertionError(f"`{call}` is None: {checks.NOT_DONE}")
-        if isinstance(got, bool) or not isinstance(got, int):
-            fix = (
-                "a NumPy integer: return a Python int, int(...) of it (as the other labs' counts)"
-                if isinstance(got, np.integer)
-                else "return a Python int (use // and integer arithmetic, not / or ** with floats; int(...) "
-                "of an exact count also works)"
+        why = int_problem(got)
+        if why is not None:
+            raise AssertionError(
+                f"`{call}` {why}: the exercise asks for an int ({INT_RULE}). Hint: {INT_FIX}"
             )
-            raise AssertionError(f"`{call}` is {got!r}, a {type(got).__name__}: {fix}.")
         if got == expected:
             continue
         nn_d = n * n * dim

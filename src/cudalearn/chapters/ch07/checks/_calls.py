@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from cudalearn import checks
+from cudalearn.checks.answer_types import INT_FIX, INT_RULE, int_problem
 
 
 def call_with_hint(fn: Callable, name: str, *args: Any, hint: str = "") -> Any:
@@ -38,14 +39,8 @@ def watch(*functions: Callable) -> Iterator[list[str]]:
         sys.setprofile(previous)
 
 
-def _is_int(v: Any) -> bool:
-    """True for a Python int (not a bool, a float such as 3.0, or a NumPy integer)."""
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def require_int(got: Any, name: str, hint: str) -> None:
-    """Raise unless `got` is a Python int, naming the type the student returned."""
-    if got is not None and not _is_int(got):
-        raise AssertionError(
-            f"`{name}` returned {got!r}, a {checks.type_name(got)}: the text asks for an int. Hint: {hint}"
-        )
+def require_int(got: Any, name: str, hint: str = INT_FIX) -> None:
+    """Raise unless `got` is an int by the course's one rule (`answer_types.is_int`), naming its type."""
+    why = None if got is None else int_problem(got)
+    if why:
+        raise AssertionError(f"`{name}` {why}: the text asks for an int ({INT_RULE}). Hint: {hint}")

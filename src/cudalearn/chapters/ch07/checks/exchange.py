@@ -86,7 +86,9 @@ def check_exchange_bytes(
                 f"cfg.exchange, and the logits, yourself."
             )
         got = out["value"]
-        require_int(got, call, "count with integers: int(np.prod(...)) and cfg.classes // 2.")
+        require_int(
+            got, call, "count with integers: np.prod(...) of each shape and cfg.classes // 2 (not /)."
+        )
         expected = sum(f + b for f, b in alexnet.exchange_bytes(cfg, batch, size).values())
         hint = _exchange_hint(got, cfg, batch, size) if got is not None and got != expected else ""
         checks.check_equal(got, expected, name=call, hint=hint)
