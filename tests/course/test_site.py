@@ -268,7 +268,8 @@ def test_internal_links_and_images_resolve(site_dir):
 @pytest.mark.parametrize("nb", BOOKS, ids=lambda p: p.stem)
 def test_chapter_page_shows_its_figures(site_dir, nb):
     code = " ".join(c.source for c in nbformat.read(nb, as_version=4).cells if c.cell_type == "code")
-    shows = 0 if nb.stem == "11-beyond-two-gpus" else code.count("plt.show()")  # its one plot: a stored run
+    # their one plot draws a stored multi-GPU run, and none is stored yet (chapter 11 says so)
+    shows = 0 if nb.stem in ("11-beyond-two-gpus", "11b-bus-bandwidth") else code.count("plt.show()")
     tags = _parse(_chapter_page(site_dir, nb)).tags
     figures = [a["src"] for tag, a in tags if tag == "img" and re.search(r"_images/\w+\.png$", a["src"])]
     assert len(figures) >= min(shows, 1), f"{nb.name} calls plt.show() {shows} times; the page has {figures}"
@@ -304,7 +305,7 @@ def test_gpu_figures_are_labelled_with_a_stored_run_device_and_date(site_dir):
     labels, devices = {reference.label(r) for r in runs}, tuple({r["device"] for r in runs})
     assert runs, "no stored reference run"
     stored = {key for r in runs for key in r["figures"]}
-    labelled = 0
+    labelled = set()  # the chapters (core and deep dives together) that show a labelled stored figure
     for nb in BOOKS:
         text = "".join(_parse(_chapter_page(site_dir, nb)).printed)
         awaits = awaits_gpu_run(nb, stored)
@@ -314,8 +315,10 @@ def test_gpu_figures_are_labelled_with_a_stored_run_device_and_date(site_dir):
         named = text.split("reference run on ")[1:]
         assert all(rest.startswith(devices) for rest in named), f"{nb.name}: a figure from an unknown run"
         assert bool(full) == bool(named), f"{nb.name}: reference figures, none labelled with device and date"
-        labelled += bool(full)
-    assert labelled >= len(BOOKS) - 2, "most chapters show GPU figures from the stored runs"
+        if full:
+            labelled.add(nb.name[:2])
+    chapters = {nb.name[:2] for nb in BOOKS}
+    assert len(labelled) >= len(chapters) - 2, "most chapters show GPU figures from the stored runs"
 
 
 def test_a_chapter_awaits_a_gpu_run_when_a_key_it_asks_for_is_not_stored(tmp_path):

@@ -43,6 +43,7 @@ from cudalearn.trace import collective, standins
 WARP = 32
 SHAPES = {"m16n8k8": (16, 8, 8), "m16n8k16": (16, 8, 16)}  # (m, n, k)
 MIN_CC = {"m16n8k8": (7, 5), "m16n8k16": (8, 0), "ldmatrix": (7, 5)}
+SIGNATURES: dict = {}  # device functions and intrinsics only: they compile inside the kernels (tc_gemm)
 
 
 def _a_m16n8k8(g, t, i):

@@ -27,6 +27,8 @@ import numpy as np
 from cudalearn.chapters.ch06.kernels import async_copy, mma
 from cudalearn.runtime.numba_backend import SIMULATOR, cuda, float32, uint32
 
+SIGNATURES: dict = {}  # factory kernels (make_*): tests/chapters/ch06 compiles them for sm_75 and sm_90
+
 LAYOUTS = ("plain", "pad", "swizzle")
 #: tiles of `make_tc_gemm` per target: the GPU's and the tracer's (small, so a CPU runs them)
 CONFIGS = {
