@@ -514,8 +514,8 @@ MUTATIONS = [
         "sm-init-zero",
         "softmax_rows",
         "the max starts at 0.0, not -inf (0 / 0 in a row of logits below -88)",
-        r"^(?!.*never written)(?!.*not done yet).*hold NaN or inf that your kernel computed.*max starts at 0.*"
-        r"float32\(-math\.inf\)",
+        r"^(?!.*never written)(?!.*not done yet).*hold NaN or inf that your kernel computed"
+        r".*max starts at 0.*float32\(-math\.inf\)",
         ("float32(-math.inf)", "float32(0.0)"),
     ),
     wrong(
