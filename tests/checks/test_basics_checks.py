@@ -91,15 +91,12 @@ def test_matmul_loops_refuses_every_whole_array_operation_but_not_loops():
     for f, what in [
         (lambda A, B: A @ B, "@"),
         (lambda A, B: np.dot(A, B), "np.dot"),
+        (np.matmul, "np.matmul"),
         (lambda A, B: np.matmul(A, B), "np.matmul"),
         (lambda A, B: (A[:, :, None] * B[None, :, :]).sum(axis=1), r"\.sum"),
     ]:
         with pytest.raises(AssertionError, match=f"uses {what}"):
             exercises.check_matmul_loops(f)
-    # np.matmul passed itself has no source to read: refused for that, and the element-only run names it
-    # (in a process that ran tests/grading/test_hostile_judge.py first, only the first: not yet understood)
-    with pytest.raises(AssertionError, match="could not be read|uses np.matmul"):
-        exercises.check_matmul_loops(np.matmul)
 
     def row_times_column(A, B):
         C = np.zeros((A.shape[0], B.shape[1]))

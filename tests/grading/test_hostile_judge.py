@@ -174,6 +174,21 @@ def _grade(lab: str, plants: dict, tmp: Path) -> dict:
     return {"results": {r.student: r for r in results}, "feedback": fb, "written": written}
 
 
+@pytest.fixture(autouse=True)
+def _lab1_matrices_restored():
+    """A planted lab-1 answer patches the check's element-only matrices where it runs: when a test of this
+    module runs one in this process, the next module's checks still get the class as the course wrote it."""
+    from cudalearn.chapters.ch01 import checks as lab1_checks
+
+    saved = dict(vars(lab1_checks._LoopsOnly))
+    yield
+    for name in set(vars(lab1_checks._LoopsOnly)) - set(saved):
+        delattr(lab1_checks._LoopsOnly, name)
+    for name, value in saved.items():
+        if name not in ("__dict__", "__weakref__") and vars(lab1_checks._LoopsOnly).get(name) is not value:
+            setattr(lab1_checks._LoopsOnly, name, value)
+
+
 @pytest.fixture(scope="module")
 def lab3(tmp_path_factory):
     return _grade("03", LAB3, tmp_path_factory.mktemp("hostile03"))
