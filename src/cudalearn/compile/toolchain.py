@@ -264,7 +264,7 @@ def resources(kernel, threads):
 
 
 def kernel_sass(kernel):
-    """The SASS listing of the cubin the CUDA driver linked for a kernel on this GPU (Chapter 4).
+    """The SASS listing of the cubin Numba linked (nvJitLink or the CUDA driver) for a kernel (Chapter 4).
 
     The machine code that ran, as `cuobjdump -sass` lists it; the kernel must have run (or been
     compiled) for exactly one signature. Raises RuntimeError when cuobjdump cannot be found or fails.

@@ -1,6 +1,6 @@
 """What the compiler made of the tiled products' inner loops, padded and unpadded (Chapter 4).
 
-On a GPU, `measure` lists the machine code (SASS) the CUDA driver linked for each kernel that ran and
+On a GPU, `measure` lists the machine code (SASS) Numba linked for each kernel that ran and
 keeps its hot loop's instruction mix, and the hot loop itself for the padded row-access product;
 Chapter 4 stores it as the figure `ch4.compiled_loops` and reads it back under the simulator.
 """

@@ -6,7 +6,7 @@ configuration, stored or measured figures) and returns a matplotlib Figure:
 * `digit_copies`: augmented copies of a few original digits;
 * `register_patch`: which outputs of a block's tile a few threads own;
 * `kernel_rates`: GFLOP/s of each layer kernel, one panel per part;
-* `training_times`: end-to-end seconds and the loss curves of the three networks;
+* `training_times`: end-to-end seconds and the loss curves of every implementation timed;
 * `batch_sweep`: time per step and per sample against the batch, with the launch floor;
 * `bytes_on_diagonal`: counted against predicted bytes, on the line y = x;
 * `plot_history`: loss per step and accuracy per epoch of trainings (`training_loop.train`'s Histories).
@@ -18,7 +18,7 @@ from typing import Any
 
 from cudalearn.nn.training import History
 
-NAIVE, FUSED, PREPARED, TORCH = "#bbbbbb", "#3182bd", "#08519c", "#e6550d"
+NAIVE, FUSED, PREPARED, TUNED, TORCH = "#bbbbbb", "#3182bd", "#08519c", "#31a354", "#e6550d"
 
 
 def digit_copies(data, originals: int = 5, per_row: int = 8):
@@ -102,7 +102,7 @@ def training_times(training: dict[str, Any], source: str):
     import matplotlib.pyplot as plt
 
     fig, (ax_t, ax_l) = plt.subplots(1, 2, figsize=(11, 3.4))
-    colours = {"naive": NAIVE, "fused": FUSED, "prepared": PREPARED, "torch": TORCH}
+    colours = {"naive": NAIVE, "fused": FUSED, "prepared": PREPARED, "tuned": TUNED, "torch": TORCH}
     names = [n for n in colours if n in training["seconds"]]  # a run stored earlier has no 'prepared'
     ax_t.bar(names, [training["seconds"][n] for n in names], color=[colours[n] for n in names])
     for i, n in enumerate(names):  # every repeat, where the run has them: how much they agree
@@ -112,7 +112,7 @@ def training_times(training: dict[str, Any], source: str):
     ax_t.set_title(source, fontsize=8)
     for n in names:
         losses = training["epoch_loss"][n]
-        ax_l.plot(range(1, len(losses) + 1), losses, "o-", label=n)
+        ax_l.plot(range(1, len(losses) + 1), losses, "o-", color=colours[n], label=n)
     ax_l.set_xlabel("timed epoch")
     ax_l.set_ylabel("mean training loss")
     ax_l.legend()
