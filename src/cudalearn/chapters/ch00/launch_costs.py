@@ -90,3 +90,15 @@ def lines(f: dict[str, Any]) -> str:
         out.append(f"  after the host paused {pause:5g} ms:{us:19.1f} us")
     out.append(f"  in a row of 1,000 launches, each:{f['in_a_row_us']:16.1f} us")
     return "\n".join(out)
+
+
+def cheap_in_a_row(f: dict[str, Any]) -> bool:
+    """The shape Chapter 0's prose reads in `launch_costs`'s figures (its compared cell checks it).
+
+    A launch in a row is the cheapest of all; after a long kernel, or after a pause of 10 ms or
+    more, a launch costs over twice what it costs after any pause up to 1 ms.
+    """
+    pause = dict(zip(f["pauses_ms"], f["after_pause_us"], strict=True))
+    short = max(us for ms, us in pause.items() if ms <= 1)
+    long = min([f["after_long_kernel_us"], *(us for ms, us in pause.items() if ms >= 10)])
+    return f["in_a_row_us"] < min(pause.values()) and long > 2 * short
