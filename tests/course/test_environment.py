@@ -91,3 +91,28 @@ def test_readme_chapter_table_has_one_row_per_book_chapter_in_order():
     for number, core, lab in rows:
         assert int(number) == book.part(core).number, f"README.md: chapter {number} links {core}"
         assert lab == core.replace("book/", "labs/", 1) and (ROOT / lab).is_file(), f"README.md: {lab}"
+
+
+def test_every_installed_pin_supports_the_oldest_python_pyproject_allows():
+    """A pin whose Requires-Python excludes a Python that pyproject.toml accepts breaks `run.py course` there:
+    soupsieve 4.1.3 (>=3.11.5) made pip 23.0.1 on Debian 12's Python 3.11.2 backtrack into torch's CUDA
+    build and fail. Checked for every pinned distribution installed here (CI's .venv holds all extras)."""
+    from importlib import metadata
+
+    from packaging.specifiers import SpecifierSet
+
+    floor = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    oldest = floor.removeprefix(">=") + ".0"
+    assert floor.startswith(">=") and oldest.count(".") == 2, f"requires-python {floor!r}: update this test"
+    checked, bad = 0, []
+    for dist in metadata.distributions():
+        name = _name(dist.metadata["Name"])
+        pin = constraints().get(name)
+        if pin is None or dist.version.split("+")[0] != pin.split("+")[0]:
+            continue
+        checked += 1
+        needs = dist.metadata.get("Requires-Python")
+        if needs and not SpecifierSet(needs).contains(oldest, prereleases=True):
+            bad.append(f"{name}=={pin} requires Python {needs}")
+    assert checked >= 50, f"only {checked} pinned distributions are installed here"
+    assert not bad, f"constraints.txt pins what Python {oldest} (pyproject: {floor}) cannot install: {bad}"

@@ -110,7 +110,9 @@ def test_run_py_course_opens_chapter0_in_jupyterlab_and_runs_it_under_the_simula
     t0 = time.monotonic()
     playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     require_chromium()
-    bindir = Path(sys.executable).parent  # .venv/bin under `python3 run.py test`, the env's bin otherwise
+    # the environment under test: this Python's (.venv/bin under `run.py test`), or CUDALEARN_TEST_BIN,
+    # e.g. the .venv/bin of a student's fresh `python3 run.py course`, which has no pytest or Playwright
+    bindir = Path(os.environ.get("CUDALEARN_TEST_BIN") or Path(sys.executable).parent)
     if not (bindir / "jupyter").exists():
         pytest.skip(f"no jupyter in {bindir}: install the course extra (pip install -e '.[course]')")
 

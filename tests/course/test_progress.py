@@ -84,3 +84,22 @@ def test_a_failure_shows_the_whole_message_and_names_the_earlier_exercise_it_use
     assert "exercise 1" not in first.message
     shown = progress.show(report).splitlines()
     assert all(f"{'':16}{line}" in shown for line in second.message.splitlines())  # every line, indented
+
+
+def test_the_cudalearn_command_imports_nbformat_without_jsonschemas_iri_grammar():
+    """rfc3987-syntax builds an Earley parser on import (about 1 s of CPU, several seconds under load),
+    which every `cudalearn` command paid through nbformat for a format checker nothing there uses."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from cudalearn import cli\n"
+        "try:\n"
+        "    cli.main(['progress', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('nbformat' in sys.modules, sys.modules.get('rfc3987_syntax', 'absent'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "True None", out.stdout[-2000:]
