@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cudalearn.chapters.ch06.kernels import async_copy, mma
+from cudalearn.chapters.ch06.kernels import async_copy, mma, tc_parts
 from cudalearn.runtime.numba_backend import SIMULATOR, cuda, float32, uint32
 
 SIGNATURES: dict = {}  # factory kernels (make_*): tests/chapters/ch06 compiles them for sm_75 and sm_90
@@ -96,8 +96,18 @@ def make_warp_tile(shape="m16n8k16"):
     return cuda.jit(mma_warp_tile)
 
 
-def make_chunk(layout):
-    """A device function (row, chunk) -> the word where 16-byte chunk `chunk` of shared row `row` starts."""
+def make_chunk(layout, KW=16):
+    """A device function (row, chunk) -> the word where 16-byte chunk `chunk` of shared row `row` starts.
+
+    `swizzle` rows of KW = 16 words (4 chunks, two rows a 128-byte line) or KW = 32 (8 chunks, a line)."""
+    if layout == "swizzle" and KW == 32:
+
+        @cuda.jit(device=True, inline="always")
+        def chunk_swizzled8(row, chunk):
+            """Chunk c of row r at c ^ (r & 7): 8 rows of one chunk hit the 8 bank quads of a line."""
+            return (chunk ^ (row & 7)) << 2
+
+        return chunk_swizzled8
     if layout == "swizzle":
 
         @cuda.jit(device=True, inline="always")
@@ -122,10 +132,11 @@ def check_shapes(tiles, m, n, k):
             raise ValueError(f"{name} = {size} is not a multiple of the tile {tile}: pad the matrices")
 
 
-def make_fetch(BM, BN, KW, RW, threads, layout, use_async):
+def make_fetch(BM, BN, KW, RW, threads, layout, use_async, B_BASE=0):
     """A device function that copies the tiles at word kw0 into stage `stage` of sA and sB (16 bytes a
-    piece): by cp.async if `use_async` (sm_80+), else through registers."""
-    chunk, CH = make_chunk(layout), KW // 4
+    piece): by cp.async if `use_async` (sm_80+), else through registers. sB's rows start B_BASE words
+    in (one dynamic shared array holds both rings: `make_shared`)."""
+    chunk, CH = make_chunk(layout, KW), KW // 4
     A_PASSES, B_PASSES = BM * CH // threads, BN * CH // threads
     copy16 = async_copy.copy16
 
@@ -141,7 +152,7 @@ def make_fetch(BM, BN, KW, RW, threads, layout, use_async):
             for p in range(B_PASSES):
                 q = t + p * threads
                 r, c = stage * BN + q // CH, q % CH
-                copy16(sB, r * RW + chunk(r, c), B, (col0 + q // CH) * B.shape[1] + kw0 + 4 * c)
+                copy16(sB, B_BASE + r * RW + chunk(r, c), B, (col0 + q // CH) * B.shape[1] + kw0 + 4 * c)
 
         return fetch_async
 
@@ -162,7 +173,7 @@ def make_fetch(BM, BN, KW, RW, threads, layout, use_async):
     return fetch_sync
 
 
-def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape):
+def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape, B_BASE=0):
     """A device function: the warp's fragments of stage `st` by ldmatrix, and its mma.sync into acc."""
     mma16, x4 = make_mma16(shape), mma.ldmatrix_x4
     A_STAGE, B_STAGE, PIECE = BM * RW, BN * RW, 16 * RW  # words of a stage of A, of B, of 16 rows
@@ -179,7 +190,7 @@ def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape):
                 r = st * A_STAGE + mi * PIECE + a_off[kk]
                 af[mi, 0], af[mi, 1], af[mi, 2], af[mi, 3] = x4(sA, r)
             for nj in range(NI // 2):  # two 8-column tiles: rows of B (columns of B.T)
-                r = st * B_STAGE + nj * PIECE + b_off[kk]
+                r = B_BASE + st * B_STAGE + nj * PIECE + b_off[kk]
                 bf[2 * nj, 0], bf[2 * nj, 1], bf[2 * nj + 1, 0], bf[2 * nj + 1, 1] = x4(sB, r)
             for mi in range(MI):
                 for ni in range(NI):
@@ -197,7 +208,7 @@ def make_lane_offsets(KW, RW, layout):
     Lane l gives row l % 16 of A's 16 x 16 piece (chunk + 1 for lanes 16-31: k 8-15), and of B's two
     8-row pieces row l % 8 (+ 8 for lanes 16-31), chunk + 1 for lanes 8-15 and 24-31.
     """
-    chunk = make_chunk(layout)
+    chunk = make_chunk(layout, KW)
 
     @cuda.jit(device=True, inline="always")
     def lane_offsets(lane, a_first, b_first, a_off, b_off):
@@ -212,25 +223,32 @@ def make_lane_offsets(KW, RW, layout):
 
 
 def make_tc_gemm(
-    BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape="m16n8k16", relu=False, half=False
-):
+    BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape="m16n8k16", relu=False, half=False,
+    dynamic=False, group=0, blocks=None,
+):  # fmt: skip
     """Kernel (A, B, bias, C): C = A @ B.T + bias (ReLU'd if `relu`), a BM x BN tile a block of
     32 * WARPS_M * WARPS_N threads, fragments by ldmatrix from `layout` rows, cp.async if stages > 1.
-    With `half`, C is float16 as uint32 words (m, n / 2), rounded to nearest: a next layer's input."""
+    With `half`, C is float16 as uint32 words (m, n / 2), rounded to nearest: a next layer's input.
+    `dynamic`: the rings in dynamic shared memory (above 48 KB; `tc_parts.launcher` launches it);
+    `group` > 0: blocks walk the grid `group` block rows at a time (`tc_parts.make_place`);
+    `blocks`: the blocks an SM must fit (launch_bounds; default 2 if pipelined, else 1)."""
     KW, PAD = BK // 2, 4 if layout == "pad" else 0
     RW, TM, TN = KW + PAD, BM // WARPS_M, BN // WARPS_N
     MI, NI, threads = TM // 16, TN // 8, 32 * WARPS_M * WARPS_N
-    if layout not in LAYOUTS or BK % 16 or TM % 16 or TN % 16 or (layout == "swizzle" and KW != 16):
+    if layout not in LAYOUTS or BK % 16 or TM % 16 or TN % 16 or (layout == "swizzle" and KW not in (16, 32)):
         raise ValueError(f"tiles {BM}x{BN}x{BK}, warps {WARPS_M}x{WARPS_N}, {layout}: see make_tc_gemm")
     if (BM * KW // 4) % threads or (BN * KW // 4) % threads:
         raise ValueError(f"{threads} threads cannot copy {BM}x{BK} and {BN}x{BK} tiles in 16-byte pieces")
-    if stages * (BM + BN) * RW * 4 > 48 * 1024:
-        raise ValueError(f"{stages * (BM + BN) * RW * 4} bytes of shared memory: at most 48 KB (static)")
-    fetch = make_fetch(BM, BN, KW, RW, threads, layout, use_async=stages > 1)
-    warp_step = make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape)
-    lane_offsets, KSTEPS = make_lane_offsets(KW, RW, layout), KW // 8
-    ALIGN, STAGES, RELU, HALF, pack = None if SIMULATOR else 16, stages, relu, half, mma.pack_f16x2
+    nbytes = tc_parts.shared_bytes({"BM": BM, "BN": BN, "BK": BK, "stages": stages, "layout": layout})
+    if nbytes > (tc_parts.DYNAMIC_LIMIT if dynamic else tc_parts.STATIC_LIMIT) or (dynamic and stages < 2):
+        raise ValueError(f"{nbytes} bytes of shared memory: at most 48 KB static, 227 KB dynamic (pipelined)")
     A_ROWS, B_ROWS = stages * BM, stages * BN  # the shared rings (shapes: compile-time constants)
+    B_BASE = A_ROWS * RW if dynamic else 0  # where B's ring starts in the one dynamic array
+    fetch = make_fetch(BM, BN, KW, RW, threads, layout, use_async=stages > 1, B_BASE=B_BASE)
+    warp_step = make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape, B_BASE=B_BASE)
+    lane_offsets, KSTEPS = make_lane_offsets(KW, RW, layout), KW // 8
+    shared, place = tc_parts.make_shared(A_ROWS, B_ROWS, RW, dynamic), tc_parts.make_place(BM, BN, group)
+    STAGES, RELU, HALF, pack = stages, relu, half, mma.pack_f16x2
     if stages > 1:
         commit, wait = async_copy.commit, async_copy.make_wait(stages - 2)
 
@@ -261,13 +279,12 @@ def make_tc_gemm(
 
     def tc_gemm(A, B, bias, C):
         """C = A @ B.T + bias: A (m, k/2), B (n, k/2) uint32 words of float16, bias (n,), C (m, n) f32."""
-        sA = cuda.shared.array((A_ROWS, RW), uint32, alignment=ALIGN)
-        sB = cuda.shared.array((B_ROWS, RW), uint32, alignment=ALIGN)
+        sA, sB = shared()
         acc = cuda.local.array((MI, NI, 4), float32)
         af = cuda.local.array((MI, 4), uint32)
         bf = cuda.local.array((NI, 2), uint32)
         t, lane, wm, wn = origin()
-        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        row0, col0 = place()
         for mi in range(MI):
             for ni in range(NI):
                 for i in range(4):
@@ -285,13 +302,12 @@ def make_tc_gemm(
 
     def tc_gemm_pipelined(A, B, bias, C):
         """tc_gemm with the tiles copied by cp.async STAGES - 1 tiles ahead, one barrier a tile."""
-        sA = cuda.shared.array((A_ROWS, RW), uint32, alignment=ALIGN)
-        sB = cuda.shared.array((B_ROWS, RW), uint32, alignment=ALIGN)
+        sA, sB = shared()
         acc = cuda.local.array((MI, NI, 4), float32)
         af = cuda.local.array((MI, 4), uint32)
         bf = cuda.local.array((NI, 2), uint32)
         t, lane, wm, wn = origin()
-        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        row0, col0 = place()
         for mi in range(MI):
             for ni in range(NI):
                 for i in range(4):
@@ -317,7 +333,7 @@ def make_tc_gemm(
     if SIMULATOR:
         return cuda.jit(kernel)
     # the pipelined kernel fits 128 registers (two blocks an SM) without spilling; the others take more
-    return cuda.jit(launch_bounds=(threads, 2 if stages > 1 else 1))(kernel)
+    return cuda.jit(launch_bounds=(threads, blocks or (2 if stages > 1 else 1)))(kernel)
 
 
 def threads_per_block(tiles) -> int:
