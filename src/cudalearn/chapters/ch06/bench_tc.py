@@ -126,6 +126,8 @@ def probe_child(indices: list[int]) -> int:
     `PROBE i ok|wrong|failed detail`; stop at the first that fails (its fault may have spoilt the context)."""
     import torch
 
+    from cudalearn.measure import timing
+
     device.setup()
     n, cc = PROBE_N, device.info().compute_capability
     names = list(VARIANTS)
@@ -138,7 +140,7 @@ def probe_child(indices: list[int]) -> int:
             ((kernel, tiles),) = build_variants(cc, [names[i]]).values()
             c = torch.full((n, n), float("nan"), device=a16.device)
             tc_call(kernel, tiles, a16, b16, torch.zeros(n, device=a16.device), c)()
-            torch.cuda.synchronize()
+            timing.synchronize()
             err = float(np.abs(c.cpu().numpy() - ref).max() / np.abs(ref).max())
         except Exception as e:  # noqa: BLE001 - reported to the parent, which goes on without it
             print(f"PROBE {i} failed {type(e).__name__}: {str(e)[:300]}".replace("\n", " "), flush=True)
