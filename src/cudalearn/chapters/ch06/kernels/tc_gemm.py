@@ -132,27 +132,29 @@ def check_shapes(tiles, m, n, k):
             raise ValueError(f"{name} = {size} is not a multiple of the tile {tile}: pad the matrices")
 
 
-def make_fetch(BM, BN, KW, RW, threads, layout, use_async, B_BASE=0):
+def make_fetch(BM, BN, KW, RW, threads, layout, use_async, B_BASE=0, addr32=False):
     """A device function that copies the tiles at word kw0 into stage `stage` of sA and sB (16 bytes a
     piece): by cp.async if `use_async` (sm_80+), else through registers. sB's rows start B_BASE words
-    in (one dynamic shared array holds both rings: `make_shared`)."""
+    in (one dynamic shared array holds both rings: `make_shared`); `addr32`: `async_copy.copy16_a32`."""
     chunk, CH = make_chunk(layout, KW), KW // 4
     A_PASSES, B_PASSES = BM * CH // threads, BN * CH // threads
-    copy16 = async_copy.copy16
+    A_STAGE, B_STAGE = BM * RW, BN * RW  # words of a stage: whole 8-row groups, where a layout repeats
+    copy16 = async_copy.copy16_a32 if addr32 else async_copy.copy16
 
     if use_async:
 
         @cuda.jit(device=True, inline="always")
         def fetch_async(A, B, sA, sB, stage, row0, col0, kw0, t):
-            """cp.async of this thread's pieces of the next tiles."""
+            """cp.async of this thread's pieces of the next tiles: row r, chunk c of each tile."""
             for p in range(A_PASSES):
                 q = t + p * threads
-                r, c = stage * BM + q // CH, q % CH
-                copy16(sA, r * RW + chunk(r, c), A, (row0 + q // CH) * A.shape[1] + kw0 + 4 * c)
+                r, c = q // CH, q % CH
+                copy16(sA, stage * A_STAGE + r * RW + chunk(r, c), A, (row0 + r) * A.shape[1] + kw0 + 4 * c)
             for p in range(B_PASSES):
                 q = t + p * threads
-                r, c = stage * BN + q // CH, q % CH
-                copy16(sB, B_BASE + r * RW + chunk(r, c), B, (col0 + q // CH) * B.shape[1] + kw0 + 4 * c)
+                r, c = q // CH, q % CH
+                s = B_BASE + stage * B_STAGE + r * RW + chunk(r, c)
+                copy16(sB, s, B, (col0 + r) * B.shape[1] + kw0 + 4 * c)
 
         return fetch_async
 
@@ -173,9 +175,10 @@ def make_fetch(BM, BN, KW, RW, threads, layout, use_async, B_BASE=0):
     return fetch_sync
 
 
-def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape, B_BASE=0):
-    """A device function: the warp's fragments of stage `st` by ldmatrix, and its mma.sync into acc."""
-    mma16, x4 = make_mma16(shape), mma.ldmatrix_x4
+def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape, B_BASE=0, addr32=False):
+    """A device function: the warp's fragments of stage `st` by ldmatrix, and its mma.sync into acc
+    (`addr32`: ldmatrix's address made in 32 bits, `mma.ldmatrix_x4_a32`)."""
+    mma16, x4 = make_mma16(shape), mma.ldmatrix_x4_a32 if addr32 else mma.ldmatrix_x4
     A_STAGE, B_STAGE, PIECE = BM * RW, BN * RW, 16 * RW  # words of a stage of A, of B, of 16 rows
 
     @cuda.jit(device=True, inline="always")
@@ -224,14 +227,15 @@ def make_lane_offsets(KW, RW, layout):
 
 def make_tc_gemm(
     BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape="m16n8k16", relu=False, half=False,
-    dynamic=False, group=0, blocks=None,
+    dynamic=False, group=0, blocks=None, addr32=False,
 ):  # fmt: skip
     """Kernel (A, B, bias, C): C = A @ B.T + bias (ReLU'd if `relu`), a BM x BN tile a block of
     32 * WARPS_M * WARPS_N threads, fragments by ldmatrix from `layout` rows, cp.async if stages > 1.
     With `half`, C is float16 as uint32 words (m, n / 2), rounded to nearest: a next layer's input.
     `dynamic`: the rings in dynamic shared memory (above 48 KB; `tc_parts.launcher` launches it);
     `group` > 0: blocks walk the grid `group` block rows at a time (`tc_parts.make_place`);
-    `blocks`: the blocks an SM must fit (launch_bounds; default 2 if pipelined, else 1)."""
+    `blocks`: the blocks an SM must fit (launch_bounds; default 2 if pipelined, else 1);
+    `addr32`: ldmatrix addresses in 32 bits (`mma_ptx.shared_address32`)."""
     KW, PAD = BK // 2, 4 if layout == "pad" else 0
     RW, TM, TN = KW + PAD, BM // WARPS_M, BN // WARPS_N
     MI, NI, threads = TM // 16, TN // 8, 32 * WARPS_M * WARPS_N
@@ -244,8 +248,8 @@ def make_tc_gemm(
         raise ValueError(f"{nbytes} bytes of shared memory: at most 48 KB static, 227 KB dynamic (pipelined)")
     A_ROWS, B_ROWS = stages * BM, stages * BN  # the shared rings (shapes: compile-time constants)
     B_BASE = A_ROWS * RW if dynamic else 0  # where B's ring starts in the one dynamic array
-    fetch = make_fetch(BM, BN, KW, RW, threads, layout, use_async=stages > 1, B_BASE=B_BASE)
-    warp_step = make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape, B_BASE=B_BASE)
+    fetch = make_fetch(BM, BN, KW, RW, threads, layout, stages > 1, B_BASE=B_BASE, addr32=addr32)
+    warp_step = make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape, B_BASE=B_BASE, addr32=addr32)
     lane_offsets, KSTEPS = make_lane_offsets(KW, RW, layout), KW // 8
     shared, place = tc_parts.make_shared(A_ROWS, B_ROWS, RW, dynamic), tc_parts.make_place(BM, BN, group)
     STAGES, RELU, HALF, pack = stages, relu, half, mma.pack_f16x2
@@ -320,13 +324,15 @@ def make_tc_gemm(
             if s < tiles:
                 fetch(A, B, sA, sB, s, row0, col0, s * KW, t)
             commit()  # a group every time, even empty: the wait counts groups
+        rd, wr = 0, STAGES - 1  # the stages tile s is read from and tile s + STAGES - 1 goes to
         for s in range(tiles):
             wait()  # this thread's pieces of tile s have landed ...
             cuda.syncthreads()  # ... everyone's have, and everyone has read tile s - 1's stage
             if s + STAGES - 1 < tiles:  # into the stage tile s - 1 used
-                fetch(A, B, sA, sB, (s + STAGES - 1) % STAGES, row0, col0, (s + STAGES - 1) * KW, t)
+                fetch(A, B, sA, sB, wr, row0, col0, (s + STAGES - 1) * KW, t)
             commit()
-            warp_step(sA, sB, s % STAGES, a_off, b_off, af, bf, acc)
+            warp_step(sA, sB, rd, a_off, b_off, af, bf, acc)
+            wr, rd = rd, rd + 1 if rd + 1 < STAGES else 0  # s % STAGES without a division
         store(C, bias, acc, row0, col0, wm, wn, lane)
 
     kernel = tc_gemm_pipelined if stages > 1 else tc_gemm
