@@ -181,13 +181,16 @@ def resources(kernels, tiles) -> dict:
     """{name: registers and local bytes a thread, static and dynamic shared bytes} of compiled kernels."""
     from cudalearn.chapters.ch06.kernels import tc_parts
 
+    def one(figure):  # one compiled signature: a number; several: {signature: number}
+        return figure if not isinstance(figure, dict) else {str(s): v for s, v in figure.items()}
+
     out = {}
     for name, k in kernels.items():
         try:
             out[name] = {
-                "registers": k.get_regs_per_thread(),
-                "local_bytes": k.get_local_mem_per_thread(),
-                "static_shared_bytes": k.get_shared_mem_per_block(),
+                "registers": one(k.get_regs_per_thread()),
+                "local_bytes": one(k.get_local_mem_per_thread()),
+                "static_shared_bytes": one(k.get_shared_mem_per_block()),
                 "dynamic_shared_bytes": tc_parts.shared_bytes(tiles[name])
                 if tiles.get(name, {}).get("dynamic")
                 else 0,

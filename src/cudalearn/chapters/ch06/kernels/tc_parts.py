@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from cudalearn.runtime.numba_backend import SIMULATOR, cuda, uint32
 
+SIGNATURES: dict = {}  # device-function factories only: they compile inside tc_gemm's kernels
 STATIC_LIMIT = 48 * 1024  # bytes of static shared memory a block may declare
 DYNAMIC_LIMIT = 227 * 1024  # an sm_90 block's shared memory with the opt-in (CUDA C++ Programming Guide)
 
