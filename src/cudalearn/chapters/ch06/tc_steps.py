@@ -36,6 +36,7 @@ VARIANTS = {  # a32: 32-bit shared addresses (addr32); launch_bounds: 255 regist
     "128x256, 8 warps of 64x64": {**_W8, "addr32": False},
     "128x256, 8 warps of 64x64, a32": _W8,
     "128x256, 8 warps of 64x64, a32, 4 stages": {**_W8, "stages": 4},
+    "128x256, 8 warps of 64x64, a32, 2 stages": {**_W8, "stages": 2, "dynamic": False},  # 48 KB static
     "128x256, 8 warps of 64x64, a32, grouped": {**_W8, "group": 8},
     "128x256x64, 8 warps of 64x64, a32": {**_W8, "BK": 64},
     "256x128, 8 warps of 64x64, a32": {**_W8, "BM": 256, "BN": 128, "WARPS_M": 4, "WARPS_N": 2},
