@@ -12,9 +12,12 @@ by side in memory and ldmatrix needs no `.trans`. The kernels take the float16 a
   tile of A and a BN x BK tile of B into shared memory, then every warp loads its fragments with
   ldmatrix (x4: a 16 x 16 piece of A, or two 8 x 16 pieces of B) and runs mma.sync on them. The shared
   rows are laid out `plain`, `pad` (4 words more a row: Chapter 4's padding column, 16 bytes wide) or
-  `swizzle` (the 16-byte chunk c of row r stored at chunk c ^ ((r >> 1) & 3)), which the tracer's
-  bank-conflict count tells apart; with `stages` > 1 the tiles come by cp.async (`async_copy`) into a
-  ring of `stages` buffers, the pipeline of the chapter's last FP32 step.
+  `swizzle` (the 16-byte chunk c of row r stored at chunk c ^ ((r >> 1) & 3); with BK = 64, rows of
+  128 bytes, at c ^ (r & 7)), which the tracer's bank-conflict count tells apart; with `stages` > 1
+  the tiles come by cp.async (`async_copy`) into a ring of `stages` buffers, the pipeline of the
+  chapter's last FP32 step. Rings above 48 KB live in dynamic shared memory (`dynamic`), blocks may
+  walk the grid in groups of block rows for L2 reuse (`group`), and `addr32` makes ldmatrix's and
+  cp.async's shared addresses in 32 bits, so that constant offsets become immediates (`tc_parts`).
 
 Sizes must be multiples of the tiles (`check_shapes`); `launch(kernel, tiles, A, B, C, bias)` runs one.
 `shape` 'm16n8k16' (sm_80 and newer) or 'm16n8k8' (sm_75: a T4; two instructions per k16 step).
