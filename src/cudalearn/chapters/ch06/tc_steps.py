@@ -23,21 +23,23 @@ STEPS = {  # name -> tile overrides of make_tc_gemm (None: the one-warp kernel)
 
 
 #: candidates for a faster pipelined kernel (issue 33's goal), timed by `bench_tc` beside the steps:
-#: name -> full tiles on a GPU, and the same shapes scaled down for the tracer (`VARIANTS_SIM`)
+#: name -> full tiles on a GPU (the tracer runs them scaled down: `sim_tiles`)
 _P = {"BK": 32, "stages": 3, "layout": "swizzle", "addr32": True}
 _W4 = {**_P, "BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 2, "blocks": 2}  # 4 warps of 64 x 64
 _W8 = {**_P, "BM": 128, "BN": 256, "WARPS_M": 2, "WARPS_N": 4, "blocks": 1, "dynamic": True}  # 8 of them
+#: grouped: 16 block rows a group, so that the blocks resident at once (132 SMs of an H100, one or two
+#: blocks each) cover a squarer patch of C, reading fewer rows of A and columns of B from L2
 VARIANTS = {  # a32: 32-bit shared addresses (addr32); launch_bounds: 255 registers for 8 warps of 64 x 64
     "128x128, 8 warps of 64x32, a32": {**tc_gemm.CONFIGS["gpu"], "addr32": True},
-    "128x128, 8 warps of 64x32, a32, grouped": {**tc_gemm.CONFIGS["gpu"], "addr32": True, "group": 8},
+    "128x128, 8 warps of 64x32, a32, grouped": {**tc_gemm.CONFIGS["gpu"], "addr32": True, "group": 16},
     "128x128, 4 warps of 64x64, a32": _W4,
-    "128x128, 4 warps of 64x64, a32, grouped": {**_W4, "group": 8},
+    "128x128, 4 warps of 64x64, a32, grouped": {**_W4, "group": 16},
     "128x128x64, 4 warps of 64x64, a32": {**_W4, "BK": 64, "dynamic": True},
     "128x256, 8 warps of 64x64": {**_W8, "addr32": False},
     "128x256, 8 warps of 64x64, a32": _W8,
     "128x256, 8 warps of 64x64, a32, 4 stages": {**_W8, "stages": 4},
     "128x256, 8 warps of 64x64, a32, 2 stages": {**_W8, "stages": 2, "dynamic": False},  # 48 KB static
-    "128x256, 8 warps of 64x64, a32, grouped": {**_W8, "group": 8},
+    "128x256, 8 warps of 64x64, a32, grouped": {**_W8, "group": 16},
     "128x256x64, 8 warps of 64x64, a32": {**_W8, "BK": 64},
     "256x128, 8 warps of 64x64, a32": {**_W8, "BM": 256, "BN": 128, "WARPS_M": 4, "WARPS_N": 2},
 }
