@@ -14,9 +14,9 @@ from cudalearn.chapters.ch06.kernels import tc_gemm, tc_parts
 RNG = np.random.default_rng(3)
 
 
-def _run(tiles, grid_n=1, grid_m=1):
+def _run(tiles, grid_n=1, grid_m=1, ktiles=None):
     """C = A @ B.T + bias by the kernel of `tiles` on a grid_n x grid_m grid, the ring wrapping once."""
-    m, n, k = tiles["BM"] * grid_m, tiles["BN"] * grid_n, tiles["BK"] * (tiles["stages"] + 1)
+    m, n, k = tiles["BM"] * grid_m, tiles["BN"] * grid_n, tiles["BK"] * (ktiles or tiles["stages"] + 1)
     A = RNG.standard_normal((m, k)).astype(np.float16)
     B = RNG.standard_normal((n, k)).astype(np.float16)
     bias = RNG.standard_normal(n).astype(np.float32)
@@ -45,6 +45,11 @@ def test_grouped_blocks_cover_every_tile_once_with_a_short_last_group():
     """3 block rows in groups of 2: the last group has one row; every tile written once (C starts NaN)."""
     tiles = {**tc_steps.sim_tiles(tc_steps.VARIANTS["128x128, 4 warps of 64x64, a32, grouped"]), "group": 2}
     _run(tiles, grid_n=2, grid_m=3)
+
+
+@pytest.mark.parametrize("ktiles", [1, 2])
+def test_prefetching_fragments_works_with_fewer_tiles_than_stages(ktiles):
+    _run(tc_steps.sim_tiles(tc_steps.VARIANTS["128x128, 4 warps of 64x64, a32, prefetch"]), ktiles=ktiles)
 
 
 def test_shared_memory_above_48_kb_must_be_dynamic_and_pipelined():

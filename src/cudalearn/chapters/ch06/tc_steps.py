@@ -29,7 +29,9 @@ _W4 = {**_P, "BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 2, "blocks": 2}  # 4
 _W8 = {**_P, "BM": 128, "BN": 256, "WARPS_M": 2, "WARPS_N": 4, "blocks": 1, "dynamic": True}  # 8 of them
 #: grouped: 16 block rows a group, so that the blocks resident at once (132 SMs of an H100, one or two
 #: blocks each) cover a squarer patch of C, reading fewer rows of A and columns of B from L2
-VARIANTS = {  # a32: 32-bit shared addresses (addr32); launch_bounds: 255 registers for 8 warps of 64 x 64
+#: a32: 32-bit shared addresses (addr32); prefetch: fragments double-buffered (with BK = 64 its unrolled
+#: loop spills); launch_bounds' blocks: one an SM for 8 warps of 64 x 64 (255 registers a thread)
+VARIANTS = {
     "128x128, 8 warps of 64x32, a32": {**tc_gemm.CONFIGS["gpu"], "addr32": True},
     "128x128, 8 warps of 64x32, a32, grouped": {**tc_gemm.CONFIGS["gpu"], "addr32": True, "group": 16},
     "128x128, 4 warps of 64x64, a32": _W4,
@@ -41,6 +43,8 @@ VARIANTS = {  # a32: 32-bit shared addresses (addr32); launch_bounds: 255 regist
     "128x256, 8 warps of 64x64, a32, 2 stages": {**_W8, "stages": 2, "dynamic": False},  # 48 KB static
     "128x256, 8 warps of 64x64, a32, grouped": {**_W8, "group": 16},
     "128x256x64, 8 warps of 64x64, a32": {**_W8, "BK": 64},
+    "128x128, 4 warps of 64x64, a32, prefetch": {**_W4, "prefetch": True},
+    "128x256, 8 warps of 64x64, a32, prefetch": {**_W8, "prefetch": True},
     "256x128, 8 warps of 64x64, a32": {**_W8, "BM": 256, "BN": 128, "WARPS_M": 4, "WARPS_N": 2},
 }
 
