@@ -13,8 +13,8 @@ this run: the best 06d kernel at >= 50% of cuBLAS FP16 and >= 5x the best float3
 On a GPU the candidates for a faster pipeline (`tc_steps.VARIANTS`) are timed in the same run: each is
 first launched once at N = 512 in a child process (`probe`: a kernel that faults cannot take the run's
 CUDA context with it), and those that ran and computed the product join the candidates; what the probe
-found is `bench.tc.N{N}.probe`, each Numba kernel's registers, local and shared memory
-`bench.tc.N{N}.resources`. A kernel counts for the goal only with an error below `TOLERANCE`.
+found is `bench.tc.N{N}.probe`, their tiles `bench.tc.N{N}.variants`, each Numba kernel's registers,
+local and shared memory `bench.tc.N{N}.resources`. A kernel counts for the goal only with an error below `TOLERANCE`.
 `bench.tc.mlp` times Chapter 5's network's forward pass (`mlp_tc`) in FP16 on the tensor-core kernel
 against the same network's float32 forward pass (`TunedMLP`).
 """
@@ -225,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         print("variants launched once at N =", PROBE_N, "in a child process:")
         print("\n".join(f"  {name:<40} {v}" for name, v in probed.items()))
         variants = [name for name, v in probed.items() if v.startswith("ok")]
+        reference.record(key(n) + ".variants", {name: VARIANTS[name] for name in VARIANTS})  # their tiles
     kernels = {}
     found, errors = candidates(n, cc, variants, kernels)
     reference.record(key(n) + ".error", errors)
