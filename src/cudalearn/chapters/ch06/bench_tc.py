@@ -15,8 +15,8 @@ first launched once at N = 512 in a child process (`probe`: a kernel that faults
 CUDA context with it), and those that ran and computed the product join the candidates; what the probe
 found is `bench.tc.N{N}.probe`, their tiles `bench.tc.N{N}.variants`, each Numba kernel's registers,
 local and shared memory `bench.tc.N{N}.resources`. A kernel counts for the goal only with an error
-below `TOLERANCE`. `bench.tc.mlp` times Chapter 5's network's forward pass (`mlp_tc`) in FP16 on the tensor-core kernel
-against the same network's float32 forward pass (`TunedMLP`).
+below `TOLERANCE`. `bench.tc.mlp` times Chapter 5's network's forward pass (`mlp_tc`) in FP16 on the
+tensor-core kernel against the same network's float32 forward pass (`TunedMLP`).
 """
 
 from __future__ import annotations
