@@ -37,6 +37,7 @@ GOAL_CUBLAS, GOAL_FP32 = 0.5, 5.0  # issue 33
 #: largest error relative to max |C| of a kernel that counts: FP16 inputs give ~1e-3 at N = 4096
 TOLERANCE = 1e-2
 PROBE_N = 512
+PROBE_TIMEOUT_S = 180  # a child compiles and launches the variants one by one, ~3 s each
 FP32_STEPS = ("regblock_2d_warptile", "regblock_2d_async")  # Chapter 6's best float32 kernels
 
 
@@ -161,10 +162,10 @@ def probe(names) -> dict:
         before = len(rest)
         cmd = [sys.executable, "-m", "cudalearn.chapters.ch06.bench_tc", "--probe", *map(str, rest)]
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT_S)
             out, err = r.stdout, r.stderr
         except subprocess.TimeoutExpired as e:
-            out, err = e.stdout or "", "timed out after 300 s"
+            out, err = e.stdout or "", f"timed out after {PROBE_TIMEOUT_S} s"
             out = out.decode() if isinstance(out, bytes) else out
         for line in out.splitlines():
             if line.startswith("PROBE "):
