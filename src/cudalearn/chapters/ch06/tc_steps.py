@@ -45,6 +45,16 @@ VARIANTS = {
     "128x256x64, 8 warps of 64x64, a32": {**_W8, "BK": 64},
     "128x128, 4 warps of 64x64, a32, prefetch": {**_W4, "prefetch": True},
     "128x256, 8 warps of 64x64, a32, prefetch": {**_W8, "prefetch": True},
+    "128x256, 8 warps of 64x64, a32, prefetch, 4 stages": {**_W8, "prefetch": True, "stages": 4},
+    "128x256, 8 warps of 64x64, a32, prefetch, grouped": {**_W8, "prefetch": True, "group": 16},
+    "256x128, 8 warps of 64x64, a32, prefetch": {
+        **_W8,
+        "BM": 256,
+        "BN": 128,
+        "WARPS_M": 4,
+        "WARPS_N": 2,
+        "prefetch": True,
+    },
     "256x128, 8 warps of 64x64, a32": {**_W8, "BM": 256, "BN": 128, "WARPS_M": 4, "WARPS_N": 2},
 }
 
