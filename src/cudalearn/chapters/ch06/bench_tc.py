@@ -22,6 +22,7 @@ tensor-core kernel against the same network's float32 forward pass (`TunedMLP`).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -251,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     if v and device.mode() == "gpu":
         reference.record(key(n) + ".goal", v)
     print(mlp_tc.compare())
+    stored = reference.recording()
+    if args.out and stored is not None and stored.exists():  # the run names its script, as gpu_run.py's do
+        data = json.loads(stored.read_text())
+        stored.write_text(reference.dumps({**data, "source": "scripts/bench_tc.py"}))
     return 0
 
 
