@@ -60,3 +60,53 @@ def test_the_06d_kernels_compile_for_the_t4_and_the_h100():
     pipelined = rep["cp.async pipeline@sm_90"].get("ptxas")
     if pipelined:  # the timed kernel: two blocks an SM (128 registers) without spilling
         assert pipelined["registers"] <= 128 and pipelined["spill_store_bytes"] == 0, pipelined
+
+
+VARIANTS_CODE = """
+import json, cudalearn
+cudalearn.setup("compile", quiet=True)
+from numba import cuda
+from cudalearn.compile import ptx, toolchain
+from cudalearn.chapters.ch06 import tc_steps
+from cudalearn.chapters.ch06.kernels import tc_gemm
+ptx._pretend_device((9, 0))
+SIG = "void(uint32[:, ::1], uint32[:, ::1], float32[::1], float32[:, ::1])"
+V = tc_steps.VARIANTS
+H100 = ("128x128, 4 warps of 64x64, a32", "128x256, 8 warps of 64x64, a32, grouped")
+runs = [(name, V[name], (9, 0)) for name in (*H100, "128x256x64, 8 warps of 64x64, a32")]
+runs.append(("sm_75, one stage", {**V["128x128, 4 warps of 64x64, a32"], "stages": 1}, (7, 5)))  # no cp.async
+out = {}
+for name, tiles, cc in runs:
+    shape = tc_gemm.shape_for(cc)
+    k = tc_gemm.make_tc_gemm(**tiles, shape=shape)
+    text, _ = cuda.compile_ptx(k.py_func, SIG, cc=cc, launch_bounds=k.targetoptions.get("launch_bounds"))
+    e = {"mma": text.count("mma.sync.aligned." + shape), "ldmatrix": text.count("ldmatrix.sync.aligned"),
+         "dynamic": ".extern .shared" in text}
+    if toolchain.find_tool("ptxas"):
+        e["ptxas"] = toolchain.compile_report(text, cc)["ptxas"]
+    out[name] = e
+print(json.dumps(out))
+"""
+
+
+def test_the_06d_variants_compile_for_the_h100_without_spilling_and_for_the_t4():
+    """64 x 64 warp tiles: 4 x 8 mma tiles a k16 step, BK = 64 doubles the steps; dynamic shared > 48 KB."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDALEARN_MODE")}
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(VARIANTS_CODE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    # (mma, ldmatrix.x4) a tile: 32 mma and 4 + 4 ldmatrix a k16 step; sm_75 has two m16n8k8 a k16 product
+    want = {"128x128, 4 warps of 64x64, a32": (64, 16), "128x256, 8 warps of 64x64, a32, grouped": (64, 16)}
+    want |= {"128x256x64, 8 warps of 64x64, a32": (128, 32), "sm_75, one stage": (128, 16)}
+    assert set(rep) == set(want), rep
+    for name, e in rep.items():
+        assert (e["mma"], e["ldmatrix"]) == want[name], (name, e)
+        assert e["dynamic"] == ("128x256" in name), (name, e)
+        if "ptxas" in e:  # 255 registers at most, and nothing spilled to local memory
+            assert e["ptxas"]["registers"] <= 255 and e["ptxas"]["spill_store_bytes"] == 0, (name, e)

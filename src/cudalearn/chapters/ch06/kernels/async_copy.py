@@ -11,7 +11,8 @@ visible to the other threads of the block only after a barrier that follows the 
 Numba has no function for these instructions, so this module makes three, with numba-cuda's
 `@intrinsic` and inline PTX:
 
-* `copy16(dst, doff, src, soff)`: `cp.async.cg` of 16 bytes, the four float32 at flat offset `soff`
+* `copy16(dst, doff, src, soff)` (and `copy16_a32`, the same with the shared address computed in 32
+  bits, for 06d's fastest kernel): `cp.async.cg` of 16 bytes, the four float32 at flat offset `soff`
   of the C-contiguous global array `src` into flat offset `doff` of the shared array `dst` (both
   offsets multiples of 4: the addresses must be 16-byte aligned); `.cg` caches in L2 only; the arrays
   may also be uint32 (eight float16 packed two to a word: the tensor-core kernels of 06d);
@@ -61,7 +62,7 @@ def _nothing():
 
 
 if SIMULATOR:
-    copy16 = cuda.jit(device=True)(_copy_at_once)
+    copy16 = copy16_a32 = cuda.jit(device=True)(_copy_at_once)
     commit = cuda.jit(device=True)(_nothing)
 
     def make_wait(n):
@@ -83,6 +84,20 @@ elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
         """A pointer to element `off` (flat, no wrap-around) of the C-contiguous array `ary`."""
         data = context.make_array(aryty)(context, builder, value=ary).data
         return builder.gep(data, [context.cast(builder, off, offty, types.int64)], inbounds=True)
+
+    def shared_address32(context, builder, aryty, ary, off, offty):
+        """The 32-bit shared-window byte address of word `off` (flat) of a C-contiguous shared array.
+
+        The array's generic data pointer is cast to the shared address space (cvta.to.shared) in LLVM IR
+        and the offset added in 32 bits there, so the compiler sees base + 4 * off: the base is computed
+        once and constant offsets become the instruction's immediate (`LDSM [R + 0x400]`), not 64-bit
+        additions before each instruction (06d's `addr32` kernels: `copy16_a32`, `mma.ldmatrix_x4_a32`).
+        """
+        data = context.make_array(aryty)(context, builder, value=ary).data
+        shared = builder.addrspacecast(data, ir.PointerType(data.type.pointee, 3))
+        base = builder.trunc(builder.ptrtoint(shared, ir.IntType(64)), ir.IntType(32))
+        word = builder.trunc(context.cast(builder, off, offty, types.int64), ir.IntType(32))
+        return builder.add(base, builder.shl(word, ir.Constant(ir.IntType(32), 2)))
 
     _WORDS = (types.float32, types.uint32)  # 4-byte elements: float32, or two float16 in a word (06d)
 
@@ -127,8 +142,28 @@ elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
 
         return statement
 
+    _COPY16_A32 = "{ .reg .u64 ga_; cvta.to.global.u64 ga_, $1; cp.async.cg.shared.global [$0], [ga_], 16; }"
+
+    @intrinsic
+    def copy16_a32(typingctx, dst, doff, src, soff):
+        """copy16 with the shared address made in 32 bits outside the instruction (`shared_address32`)."""
+        arrays = all(isinstance(a, types.Array) and a.dtype in _WORDS and a.layout == "C" for a in (dst, src))
+        if not (arrays and isinstance(doff, types.Integer) and isinstance(soff, types.Integer)):
+            return None
+        sig = types.void(dst, doff, src, soff)
+
+        def codegen(context, builder, sig, args):
+            d = shared_address32(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            s = element_pointer(context, builder, sig.args[2], args[2], args[3], sig.args[3])
+            fty = ir.FunctionType(ir.VoidType(), [d.type, s.type])
+            builder.call(ir.InlineAsm(fty, _COPY16_A32, "r,l,~{memory}", side_effect=True), [d, s])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
     commit = _statement("cp.async.commit_group;")
     standins.register(copy16, _copy_at_once)  # traced on the CPU in gpu mode too (Chapter 6d)
+    standins.register(copy16_a32, _copy_at_once)
     standins.register(commit, _nothing)
 
     def make_wait(n):
@@ -142,7 +177,7 @@ else:  # numba-cuda-mlir: `unavailable()` says so, and no kernel is built with t
     def _refuse(*args):
         raise RuntimeError(f"cp.async: {unavailable()}")
 
-    copy16 = commit = _refuse
+    copy16 = copy16_a32 = commit = _refuse
 
     def make_wait(n):
         """Refused: see `unavailable()`."""

@@ -200,12 +200,14 @@ if SIMULATOR:
     ldmatrix_x2_trans, ldmatrix_x4_trans = (
         collective.Instruction(f"ldmatrix_x{n}_trans", 2, __name__) for n in (2, 4)
     )
+    ldmatrix_x4_a32 = collective.Instruction("ldmatrix_x4_a32", 2, __name__)
 elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
     from cudalearn.chapters.ch06.kernels.mma_ptx import (  # noqa: E402  (numba-cuda only)
         ldmatrix_x1,
         ldmatrix_x2,
         ldmatrix_x2_trans,
         ldmatrix_x4,
+        ldmatrix_x4_a32,
         ldmatrix_x4_trans,
         mma_m16n8k8,
         mma_m16n8k16,
@@ -219,7 +221,7 @@ else:  # numba-cuda-mlir: `unavailable()` says so, and no kernel is built with t
         raise RuntimeError(f"mma.sync: {unavailable()}")
 
     mma_m16n8k8 = mma_m16n8k16 = ldmatrix_x1 = ldmatrix_x2 = ldmatrix_x4 = pack_f16x2 = _refuse
-    ldmatrix_x2_trans = ldmatrix_x4_trans = _refuse
+    ldmatrix_x2_trans = ldmatrix_x4_trans = ldmatrix_x4_a32 = _refuse
 
 for _shape, _fn in (("m16n8k8", mma_m16n8k8), ("m16n8k16", mma_m16n8k16)):
     collective.register(f"mma_{_shape}", _fn, _mma_lanes(_shape))
@@ -232,3 +234,4 @@ for _num, _trans, _fn in (
 ):
     _name = f"ldmatrix_x{_num}" + ("_trans" if _trans else "")
     collective.register(_name, _fn, _ldmatrix_lanes(_num, _trans), rows=8 * _num)
+collective.register("ldmatrix_x4_a32", ldmatrix_x4_a32, _ldmatrix_lanes(4, False), rows=32)

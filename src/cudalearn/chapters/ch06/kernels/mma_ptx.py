@@ -11,7 +11,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.cuda.extending import intrinsic
 
-from cudalearn.chapters.ch06.kernels.async_copy import element_pointer
+from cudalearn.chapters.ch06.kernels.async_copy import element_pointer, shared_address32
 
 _I32, _F32 = ir.IntType(32), ir.FloatType()
 
@@ -58,14 +58,19 @@ mma_m16n8k8 = intrinsic(_typer_k8)
 mma_m16n8k16 = intrinsic(_typer_k16)
 
 
-def _ldmatrix(num, trans):
-    """An intrinsic (shared uint32 array, flat word offset) -> num uint32 registers of ldmatrix."""
+def _ldmatrix(num, trans, addr32=False):
+    """An intrinsic (shared uint32 array, flat word offset) -> num uint32 registers of ldmatrix; with
+    `addr32` the address is made in 32 bits outside the instruction (`shared_address32`)."""
     outs = ",".join(f"${i}" for i in range(num))
+    op = f"ldmatrix.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16 {{{outs}}}"
     text = (
-        "{ .reg .u64 sa_; .reg .u32 s32_; cvta.to.shared.u64 sa_, $" + str(num) + "; cvt.u32.u64 s32_, sa_; "
-        f"ldmatrix.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16 {{{outs}}}, [s32_]; }}"
+        f"{op}, [${num}];"
+        if addr32
+        else "{ .reg .u64 sa_; .reg .u32 s32_; cvta.to.shared.u64 sa_, $"
+        + str(num)
+        + f"; cvt.u32.u64 s32_, sa_; {op}, [s32_]; }}"
     )
-    constraints = ",".join(["=r"] * num + ["l"])
+    constraints = ",".join(["=r"] * num + ["r" if addr32 else "l"])
 
     def typer(typingctx, s, off):
         if not (
@@ -79,7 +84,8 @@ def _ldmatrix(num, trans):
         sig = ret(s, off)
 
         def codegen(context, builder, sig, args):
-            p = element_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            where = shared_address32 if addr32 else element_pointer
+            p = where(context, builder, sig.args[0], args[0], args[1], sig.args[1])
             rty = _I32 if num == 1 else ir.LiteralStructType([_I32] * num)
             fty = ir.FunctionType(rty, [p.type])
             out = builder.call(ir.InlineAsm(fty, text, constraints, side_effect=True), [p])
@@ -119,7 +125,13 @@ def _x4t(typingctx, s, off):
     return _ldmatrix(4, True)(typingctx, s, off)
 
 
+def _x4s(typingctx, s, off):
+    """ldmatrix .x4 with its address made in 32 bits (`shared_address32`; sm_75 and newer)."""
+    return _ldmatrix(4, False, addr32=True)(typingctx, s, off)
+
+
 ldmatrix_x1, ldmatrix_x2, ldmatrix_x4 = intrinsic(_x1), intrinsic(_x2), intrinsic(_x4)
+ldmatrix_x4_a32 = intrinsic(_x4s)
 ldmatrix_x2_trans, ldmatrix_x4_trans = intrinsic(_x2t), intrinsic(_x4t)
 
 

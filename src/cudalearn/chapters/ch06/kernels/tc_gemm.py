@@ -12,9 +12,12 @@ by side in memory and ldmatrix needs no `.trans`. The kernels take the float16 a
   tile of A and a BN x BK tile of B into shared memory, then every warp loads its fragments with
   ldmatrix (x4: a 16 x 16 piece of A, or two 8 x 16 pieces of B) and runs mma.sync on them. The shared
   rows are laid out `plain`, `pad` (4 words more a row: Chapter 4's padding column, 16 bytes wide) or
-  `swizzle` (the 16-byte chunk c of row r stored at chunk c ^ ((r >> 1) & 3)), which the tracer's
-  bank-conflict count tells apart; with `stages` > 1 the tiles come by cp.async (`async_copy`) into a
-  ring of `stages` buffers, the pipeline of the chapter's last FP32 step.
+  `swizzle` (the 16-byte chunk c of row r stored at chunk c ^ ((r >> 1) & 3); with BK = 64, rows of
+  128 bytes, at c ^ (r & 7)), which the tracer's bank-conflict count tells apart; with `stages` > 1
+  the tiles come by cp.async (`async_copy`) into a ring of `stages` buffers, the pipeline of the
+  chapter's last FP32 step. Rings above 48 KB live in dynamic shared memory (`dynamic`), blocks may
+  walk the grid in groups of block rows for L2 reuse (`group`), and `addr32` makes ldmatrix's and
+  cp.async's shared addresses in 32 bits, so that constant offsets become immediates (`tc_parts`).
 
 Sizes must be multiples of the tiles (`check_shapes`); `launch(kernel, tiles, A, B, C, bias)` runs one.
 `shape` 'm16n8k16' (sm_80 and newer) or 'm16n8k8' (sm_75: a T4; two instructions per k16 step).
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cudalearn.chapters.ch06.kernels import async_copy, mma
+from cudalearn.chapters.ch06.kernels import async_copy, mma, tc_parts
 from cudalearn.runtime.numba_backend import SIMULATOR, cuda, float32, uint32
 
 SIGNATURES: dict = {}  # factory kernels (make_*): tests/chapters/ch06 compiles them for sm_75 and sm_90
@@ -96,8 +99,18 @@ def make_warp_tile(shape="m16n8k16"):
     return cuda.jit(mma_warp_tile)
 
 
-def make_chunk(layout):
-    """A device function (row, chunk) -> the word where 16-byte chunk `chunk` of shared row `row` starts."""
+def make_chunk(layout, KW=16):
+    """A device function (row, chunk) -> the word where 16-byte chunk `chunk` of shared row `row` starts.
+
+    `swizzle` rows of KW = 16 words (4 chunks, two rows a 128-byte line) or KW = 32 (8 chunks, a line)."""
+    if layout == "swizzle" and KW == 32:
+
+        @cuda.jit(device=True, inline="always")
+        def chunk_swizzled8(row, chunk):
+            """Chunk c of row r at c ^ (r & 7): 8 rows of one chunk hit the 8 bank quads of a line."""
+            return (chunk ^ (row & 7)) << 2
+
+        return chunk_swizzled8
     if layout == "swizzle":
 
         @cuda.jit(device=True, inline="always")
@@ -122,26 +135,29 @@ def check_shapes(tiles, m, n, k):
             raise ValueError(f"{name} = {size} is not a multiple of the tile {tile}: pad the matrices")
 
 
-def make_fetch(BM, BN, KW, RW, threads, layout, use_async):
+def make_fetch(BM, BN, KW, RW, threads, layout, use_async, B_BASE=0, addr32=False):
     """A device function that copies the tiles at word kw0 into stage `stage` of sA and sB (16 bytes a
-    piece): by cp.async if `use_async` (sm_80+), else through registers."""
-    chunk, CH = make_chunk(layout), KW // 4
+    piece): by cp.async if `use_async` (sm_80+), else through registers. sB's rows start B_BASE words
+    in (one dynamic shared array holds both rings: `make_shared`); `addr32`: `async_copy.copy16_a32`."""
+    chunk, CH = make_chunk(layout, KW), KW // 4
     A_PASSES, B_PASSES = BM * CH // threads, BN * CH // threads
-    copy16 = async_copy.copy16
+    A_STAGE, B_STAGE = BM * RW, BN * RW  # words of a stage: whole 8-row groups, where a layout repeats
+    copy16 = async_copy.copy16_a32 if addr32 else async_copy.copy16
 
     if use_async:
 
         @cuda.jit(device=True, inline="always")
         def fetch_async(A, B, sA, sB, stage, row0, col0, kw0, t):
-            """cp.async of this thread's pieces of the next tiles."""
+            """cp.async of this thread's pieces of the next tiles: row r, chunk c of each tile."""
             for p in range(A_PASSES):
                 q = t + p * threads
-                r, c = stage * BM + q // CH, q % CH
-                copy16(sA, r * RW + chunk(r, c), A, (row0 + q // CH) * A.shape[1] + kw0 + 4 * c)
+                r, c = q // CH, q % CH
+                copy16(sA, stage * A_STAGE + r * RW + chunk(r, c), A, (row0 + r) * A.shape[1] + kw0 + 4 * c)
             for p in range(B_PASSES):
                 q = t + p * threads
-                r, c = stage * BN + q // CH, q % CH
-                copy16(sB, r * RW + chunk(r, c), B, (col0 + q // CH) * B.shape[1] + kw0 + 4 * c)
+                r, c = q // CH, q % CH
+                s = B_BASE + stage * B_STAGE + r * RW + chunk(r, c)
+                copy16(sB, s, B, (col0 + r) * B.shape[1] + kw0 + 4 * c)
 
         return fetch_async
 
@@ -162,31 +178,50 @@ def make_fetch(BM, BN, KW, RW, threads, layout, use_async):
     return fetch_sync
 
 
-def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape):
-    """A device function: the warp's fragments of stage `st` by ldmatrix, and its mma.sync into acc."""
-    mma16, x4 = make_mma16(shape), mma.ldmatrix_x4
+def make_fragments(BM, BN, KW, RW, MI, NI, shape, B_BASE=0, addr32=False):
+    """Device functions (load, multiply): a warp's fragments of one k16 step by ldmatrix into buffer
+    `buf` of af, bf; the mma.sync of the fragments in buffer `buf` into acc (`addr32`: ldmatrix's
+    address made in 32 bits, `mma.ldmatrix_x4_a32`)."""
+    mma16, x4 = make_mma16(shape), mma.ldmatrix_x4_a32 if addr32 else mma.ldmatrix_x4
     A_STAGE, B_STAGE, PIECE = BM * RW, BN * RW, 16 * RW  # words of a stage of A, of B, of 16 rows
 
     @cuda.jit(device=True, inline="always")
-    def warp_step(sA, sB, st, a_off, b_off, af, bf, acc):
-        """acc += the warp's A rows @ B rows.T over stage st of the shared tiles (KW words of k).
+    def load(sA, sB, st, kk, a_off, b_off, af, bf, buf):
+        """af[buf], bf[buf] <- the warp's pieces of A and B for step kk of stage st.
 
         a_off[kk], b_off[kk]: where this lane's ldmatrix row starts in stage 0 for step kk along k
         (`lane_offsets`); a layout repeats every 8 rows, so other stages and pieces add whole rows.
         """
+        for mi in range(MI):  # a 16 x 16 piece of A: a0..a3 of the mma
+            r = st * A_STAGE + mi * PIECE + a_off[kk]
+            af[buf, mi, 0], af[buf, mi, 1], af[buf, mi, 2], af[buf, mi, 3] = x4(sA, r)
+        for nj in range(NI // 2):  # two 8-column tiles: rows of B (columns of B.T)
+            r = B_BASE + st * B_STAGE + nj * PIECE + b_off[kk]
+            bf[buf, 2 * nj, 0], bf[buf, 2 * nj, 1], bf[buf, 2 * nj + 1, 0], bf[buf, 2 * nj + 1, 1] = x4(sB, r)
+
+    @cuda.jit(device=True, inline="always")
+    def multiply(af, bf, acc, buf):
+        """acc += the fragments in buffer buf: MI x NI mma.sync."""
+        for mi in range(MI):
+            for ni in range(NI):
+                acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma16(
+                    af[buf, mi, 0], af[buf, mi, 1], af[buf, mi, 2], af[buf, mi, 3], bf[buf, ni, 0],
+                    bf[buf, ni, 1], acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3],
+                )  # fmt: skip
+
+    return load, multiply
+
+
+def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape, B_BASE=0, addr32=False):
+    """A device function: the warp's fragments of stage `st` by ldmatrix, and its mma.sync into acc."""
+    load, multiply = make_fragments(BM, BN, KW, RW, MI, NI, shape, B_BASE, addr32)
+
+    @cuda.jit(device=True, inline="always")
+    def warp_step(sA, sB, st, a_off, b_off, af, bf, acc):
+        """acc += the warp's A rows @ B rows.T over stage st of the shared tiles (KW words of k)."""
         for kk in range(KW // 8):  # 16 float16 of k a step
-            for mi in range(MI):  # a 16 x 16 piece of A: a0..a3 of the mma
-                r = st * A_STAGE + mi * PIECE + a_off[kk]
-                af[mi, 0], af[mi, 1], af[mi, 2], af[mi, 3] = x4(sA, r)
-            for nj in range(NI // 2):  # two 8-column tiles: rows of B (columns of B.T)
-                r = st * B_STAGE + nj * PIECE + b_off[kk]
-                bf[2 * nj, 0], bf[2 * nj, 1], bf[2 * nj + 1, 0], bf[2 * nj + 1, 1] = x4(sB, r)
-            for mi in range(MI):
-                for ni in range(NI):
-                    acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma16(
-                        af[mi, 0], af[mi, 1], af[mi, 2], af[mi, 3], bf[ni, 0], bf[ni, 1],
-                        acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3],
-                    )  # fmt: skip
+            load(sA, sB, st, kk, a_off, b_off, af, bf, 0)
+            multiply(af, bf, acc, 0)
 
     return warp_step
 
@@ -197,7 +232,7 @@ def make_lane_offsets(KW, RW, layout):
     Lane l gives row l % 16 of A's 16 x 16 piece (chunk + 1 for lanes 16-31: k 8-15), and of B's two
     8-row pieces row l % 8 (+ 8 for lanes 16-31), chunk + 1 for lanes 8-15 and 24-31.
     """
-    chunk = make_chunk(layout)
+    chunk = make_chunk(layout, KW)
 
     @cuda.jit(device=True, inline="always")
     def lane_offsets(lane, a_first, b_first, a_off, b_off):
@@ -212,25 +247,39 @@ def make_lane_offsets(KW, RW, layout):
 
 
 def make_tc_gemm(
-    BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape="m16n8k16", relu=False, half=False
-):
+    BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape="m16n8k16", relu=False, half=False,
+    dynamic=False, group=0, blocks=None, addr32=False, prefetch=False,
+):  # fmt: skip
     """Kernel (A, B, bias, C): C = A @ B.T + bias (ReLU'd if `relu`), a BM x BN tile a block of
     32 * WARPS_M * WARPS_N threads, fragments by ldmatrix from `layout` rows, cp.async if stages > 1.
-    With `half`, C is float16 as uint32 words (m, n / 2), rounded to nearest: a next layer's input."""
+    With `half`, C is float16 as uint32 words (m, n / 2), rounded to nearest: a next layer's input.
+    `dynamic`: the rings in dynamic shared memory (above 48 KB; `tc_parts.launcher` launches it);
+    `group` > 0: blocks walk the grid `group` block rows at a time (`tc_parts.make_place`);
+    `blocks`: the blocks an SM must fit (launch_bounds; default 2 if pipelined, else 1);
+    `addr32`: ldmatrix and cp.async shared addresses in 32 bits (`async_copy.shared_address32`);
+    `prefetch`: fragments double-buffered across steps and tiles (`tc_gemm_prefetch`; pipelined only)."""
     KW, PAD = BK // 2, 4 if layout == "pad" else 0
     RW, TM, TN = KW + PAD, BM // WARPS_M, BN // WARPS_N
     MI, NI, threads = TM // 16, TN // 8, 32 * WARPS_M * WARPS_N
-    if layout not in LAYOUTS or BK % 16 or TM % 16 or TN % 16 or (layout == "swizzle" and KW != 16):
+    if layout not in LAYOUTS or BK % 16 or TM % 16 or TN % 16 or (layout == "swizzle" and KW not in (16, 32)):
         raise ValueError(f"tiles {BM}x{BN}x{BK}, warps {WARPS_M}x{WARPS_N}, {layout}: see make_tc_gemm")
     if (BM * KW // 4) % threads or (BN * KW // 4) % threads:
         raise ValueError(f"{threads} threads cannot copy {BM}x{BK} and {BN}x{BK} tiles in 16-byte pieces")
-    if stages * (BM + BN) * RW * 4 > 48 * 1024:
-        raise ValueError(f"{stages * (BM + BN) * RW * 4} bytes of shared memory: at most 48 KB (static)")
-    fetch = make_fetch(BM, BN, KW, RW, threads, layout, use_async=stages > 1)
-    warp_step = make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape)
-    lane_offsets, KSTEPS = make_lane_offsets(KW, RW, layout), KW // 8
-    ALIGN, STAGES, RELU, HALF, pack = None if SIMULATOR else 16, stages, relu, half, mma.pack_f16x2
+    nbytes = tc_parts.shared_bytes({"BM": BM, "BN": BN, "BK": BK, "stages": stages, "layout": layout})
+    if (dynamic or prefetch) and (stages < 2 or KW % 16):
+        raise ValueError(
+            "dynamic rings and prefetched fragments need a pipelined kernel (stages >= 2, BK 32k)"
+        )
+    if nbytes > (tc_parts.DYNAMIC_LIMIT if dynamic else tc_parts.STATIC_LIMIT):
+        raise ValueError(f"{nbytes} bytes of shared memory: at most 48 KB static, 227 KB dynamic (pipelined)")
     A_ROWS, B_ROWS = stages * BM, stages * BN  # the shared rings (shapes: compile-time constants)
+    B_BASE = A_ROWS * RW if dynamic else 0  # where B's ring starts in the one dynamic array
+    fetch = make_fetch(BM, BN, KW, RW, threads, layout, stages > 1, B_BASE=B_BASE, addr32=addr32)
+    warp_step = make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape, B_BASE=B_BASE, addr32=addr32)
+    lane_offsets, KSTEPS = make_lane_offsets(KW, RW, layout), KW // 8
+    load, multiply = make_fragments(BM, BN, KW, RW, MI, NI, shape, B_BASE, addr32)
+    shared, place = tc_parts.make_shared(A_ROWS, B_ROWS, RW, dynamic), tc_parts.make_place(BM, BN, group)
+    STAGES, RELU, HALF, pack = stages, relu, half, mma.pack_f16x2
     if stages > 1:
         commit, wait = async_copy.commit, async_copy.make_wait(stages - 2)
 
@@ -261,13 +310,12 @@ def make_tc_gemm(
 
     def tc_gemm(A, B, bias, C):
         """C = A @ B.T + bias: A (m, k/2), B (n, k/2) uint32 words of float16, bias (n,), C (m, n) f32."""
-        sA = cuda.shared.array((A_ROWS, RW), uint32, alignment=ALIGN)
-        sB = cuda.shared.array((B_ROWS, RW), uint32, alignment=ALIGN)
+        sA, sB = shared()
         acc = cuda.local.array((MI, NI, 4), float32)
-        af = cuda.local.array((MI, 4), uint32)
-        bf = cuda.local.array((NI, 2), uint32)
+        af = cuda.local.array((2, MI, 4), uint32)  # two buffers: `prefetch` loads one while the other
+        bf = cuda.local.array((2, NI, 2), uint32)  # multiplies; warp_step uses the first
         t, lane, wm, wn = origin()
-        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        row0, col0 = place()
         for mi in range(MI):
             for ni in range(NI):
                 for i in range(4):
@@ -285,13 +333,12 @@ def make_tc_gemm(
 
     def tc_gemm_pipelined(A, B, bias, C):
         """tc_gemm with the tiles copied by cp.async STAGES - 1 tiles ahead, one barrier a tile."""
-        sA = cuda.shared.array((A_ROWS, RW), uint32, alignment=ALIGN)
-        sB = cuda.shared.array((B_ROWS, RW), uint32, alignment=ALIGN)
+        sA, sB = shared()
         acc = cuda.local.array((MI, NI, 4), float32)
-        af = cuda.local.array((MI, 4), uint32)
-        bf = cuda.local.array((NI, 2), uint32)
+        af = cuda.local.array((2, MI, 4), uint32)  # two buffers: `prefetch` loads one while the other
+        bf = cuda.local.array((2, NI, 2), uint32)  # multiplies; warp_step uses the first
         t, lane, wm, wn = origin()
-        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        row0, col0 = place()
         for mi in range(MI):
             for ni in range(NI):
                 for i in range(4):
@@ -304,20 +351,67 @@ def make_tc_gemm(
             if s < tiles:
                 fetch(A, B, sA, sB, s, row0, col0, s * KW, t)
             commit()  # a group every time, even empty: the wait counts groups
+        rd, wr = 0, STAGES - 1  # the stages tile s is read from and tile s + STAGES - 1 goes to
         for s in range(tiles):
             wait()  # this thread's pieces of tile s have landed ...
             cuda.syncthreads()  # ... everyone's have, and everyone has read tile s - 1's stage
             if s + STAGES - 1 < tiles:  # into the stage tile s - 1 used
-                fetch(A, B, sA, sB, (s + STAGES - 1) % STAGES, row0, col0, (s + STAGES - 1) * KW, t)
+                fetch(A, B, sA, sB, wr, row0, col0, (s + STAGES - 1) * KW, t)
             commit()
-            warp_step(sA, sB, s % STAGES, a_off, b_off, af, bf, acc)
+            warp_step(sA, sB, rd, a_off, b_off, af, bf, acc)
+            wr, rd = rd, rd + 1 if rd + 1 < STAGES else 0  # s % STAGES without a division
+        store(C, bias, acc, row0, col0, wm, wn, lane)
+
+    def tc_gemm_prefetch(A, B, bias, C):
+        """tc_gemm_pipelined with two buffers of fragments: a step's mma.sync run while the next step's
+        fragments load, the next tile's first ones right after the tile's one barrier (as CUTLASS's
+        multistage sm80 mainloop does)."""
+        sA, sB = shared()
+        acc = cuda.local.array((MI, NI, 4), float32)
+        af = cuda.local.array((2, MI, 4), uint32)
+        bf = cuda.local.array((2, NI, 2), uint32)
+        t, lane, wm, wn = origin()
+        row0, col0 = place()
+        for mi in range(MI):
+            for ni in range(NI):
+                for i in range(4):
+                    acc[mi, ni, i] = float32(0.0)
+        a_off = cuda.local.array(KSTEPS, uint32)
+        b_off = cuda.local.array(KSTEPS, uint32)
+        lane_offsets(lane, wm * TM, wn * TN, a_off, b_off)
+        tiles = A.shape[1] // KW
+        for s in range(STAGES - 1):  # the first tiles on their way
+            if s < tiles:
+                fetch(A, B, sA, sB, s, row0, col0, s * KW, t)
+            commit()
+        wait()
+        cuda.syncthreads()
+        load(sA, sB, 0, 0, a_off, b_off, af, bf, 0)  # tile 0's first step into buffer 0
+        rd, wr = 0, STAGES - 1
+        for s in range(tiles):
+            for kk in range(KSTEPS):  # unrolled: the branches on kk are decided at compile time
+                if kk == 0:
+                    if s + STAGES - 1 < tiles:  # into the stage tile s - 1 used
+                        fetch(A, B, sA, sB, wr, row0, col0, (s + STAGES - 1) * KW, t)
+                    commit()
+                if kk < KSTEPS - 1:
+                    load(sA, sB, rd, kk + 1, a_off, b_off, af, bf, (kk + 1) & 1)
+                else:
+                    wait()  # tile s + 1 has landed (this thread's pieces) ...
+                    cuda.syncthreads()  # ... everyone's, and every warp holds its fragments of tile s
+                    wr, rd = rd, rd + 1 if rd + 1 < STAGES else 0
+                    if s + 1 < tiles:
+                        load(sA, sB, rd, 0, a_off, b_off, af, bf, 0)  # KSTEPS is even: buffer 0
+                multiply(af, bf, acc, kk & 1)
         store(C, bias, acc, row0, col0, wm, wn, lane)
 
     kernel = tc_gemm_pipelined if stages > 1 else tc_gemm
+    if prefetch:
+        kernel = tc_gemm_prefetch
     if SIMULATOR:
         return cuda.jit(kernel)
     # the pipelined kernel fits 128 registers (two blocks an SM) without spilling; the others take more
-    return cuda.jit(launch_bounds=(threads, 2 if stages > 1 else 1))(kernel)
+    return cuda.jit(launch_bounds=(threads, blocks or (2 if stages > 1 else 1)))(kernel)
 
 
 def threads_per_block(tiles) -> int:

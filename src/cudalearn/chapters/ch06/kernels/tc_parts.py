@@ -1,0 +1,114 @@
+"""Parts of 06d's tensor-core GEMM (`tc_gemm.make_tc_gemm`): its shared rings, its block order, its launch.
+
+* `make_shared(A_ROWS, B_ROWS, RW, dynamic)`: the device function that declares the shared rings of A
+  and B: two static arrays (at most 48 KB a block), or one dynamic array sized at launch, B's rows
+  after A's, for rings above 48 KB (an H100 gives a block up to 227 KB, but only to a kernel that asks:
+  `allow_shared`);
+* `make_place(BM, BN, group)`: the device function giving a block the tile it computes: blockIdx as
+  is, or (`group` > 0) the grid walked `group` block rows at a time, so that the blocks running at
+  once share rows of A and columns of B in L2 ("block swizzling", as Triton's `GROUP_SIZE_M`);
+* `shared_bytes(tiles)`: the bytes of the rings; `launcher(kernel, tiles, grid, threads, args)`: a
+  ready-to-time launch on a GPU, with the dynamic shared memory a `dynamic` kernel needs.
+"""
+
+from __future__ import annotations
+
+from cudalearn.runtime.numba_backend import SIMULATOR, cuda, uint32
+
+SIGNATURES: dict = {}  # device-function factories only: they compile inside tc_gemm's kernels
+STATIC_LIMIT = 48 * 1024  # bytes of static shared memory a block may declare
+DYNAMIC_LIMIT = 227 * 1024  # an sm_90 block's shared memory with the opt-in (CUDA C++ Programming Guide)
+
+
+def row_words(tiles) -> int:
+    """32-bit words of one shared row of `tiles`: BK / 2, and 4 more with `pad` rows."""
+    return tiles["BK"] // 2 + (4 if tiles.get("layout", "swizzle") == "pad" else 0)
+
+
+def shared_bytes(tiles) -> int:
+    """Bytes of shared memory of the rings of `tiles` (stages x (BM + BN) rows)."""
+    stages = max(1, tiles.get("stages", 1))
+    return stages * (tiles["BM"] + tiles["BN"]) * row_words(tiles) * 4
+
+
+def make_shared(A_ROWS, B_ROWS, RW, dynamic):
+    """A device function () -> (sA, sB): the rings of A (A_ROWS x RW words) and of B (B_ROWS x RW).
+
+    With `dynamic`, sA and sB are one array of dynamic shared memory, B's rows from word A_ROWS * RW
+    (`make_tc_gemm`'s B_BASE); the tracer takes no dynamic shared memory, so there it is a static one
+    of (A_ROWS + B_ROWS) rows (the tiles the tracer runs are small; its cp.async takes 2-D arrays)."""
+    ALIGN = None if SIMULATOR else 16
+    if dynamic:
+        WORDS = (A_ROWS + B_ROWS, RW) if SIMULATOR else 0
+
+        @cuda.jit(device=True, inline="always")
+        def shared_dynamic():
+            """One array for both rings, its size the launch's (kernel[grid, block, stream, bytes])."""
+            sAB = cuda.shared.array(WORDS, uint32, alignment=ALIGN)
+            return sAB, sAB
+
+        return shared_dynamic
+
+    @cuda.jit(device=True, inline="always")
+    def shared_static():
+        """Two static arrays."""
+        sA = cuda.shared.array((A_ROWS, RW), uint32, alignment=ALIGN)
+        sB = cuda.shared.array((B_ROWS, RW), uint32, alignment=ALIGN)
+        return sA, sB
+
+    return shared_static
+
+
+def make_place(BM, BN, group=0):
+    """A device function () -> (row0, col0): the first row and column of C this block computes."""
+    if group:
+        GROUP = group
+
+        @cuda.jit(device=True, inline="always")
+        def place_grouped():
+            """Blocks in launch order fill GROUP block rows column by column, then the next GROUP rows."""
+            gx, gy = cuda.gridDim.x, cuda.gridDim.y
+            pid = cuda.blockIdx.y * gx + cuda.blockIdx.x
+            per = GROUP * gx  # blocks of one group of block rows
+            first = (pid // per) * GROUP
+            rows = min(gy - first, GROUP)  # the last group may have fewer rows
+            i = pid % per
+            return (first + i % rows) * BM, (i // rows) * BN
+
+        return place_grouped
+
+    @cuda.jit(device=True, inline="always")
+    def place_plain():
+        """Block (x, y) computes tile row y, column x."""
+        return cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+
+    return place_plain
+
+
+def allow_shared(kernel, args, nbytes) -> None:
+    """Compile `kernel` for `args` and let it launch with `nbytes` of dynamic shared memory (a GPU).
+
+    Above 48 KB a kernel must opt in: cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    in CUDA C++ (Programming Guide, "Shared Memory", compute capability 8.x and 9.x). numba-cuda 0.30.4
+    has no option for it, so this sets it the way numba-cuda sets a kernel's shared-memory carveout:
+    cuKernelSetAttribute on the compiled kernel, for the current device.
+    """
+    if nbytes <= STATIC_LIMIT:
+        return
+    from numba import typeof
+    from numba.cuda.cudadrv import driver as drv
+
+    compiled = kernel.compile(tuple(typeof(a) for a in args))
+    cufunc = compiled._codelibrary.get_cufunc()
+    attr = drv.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    drv.driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cufunc.device.id)
+
+
+def launcher(kernel, tiles, grid, threads, args):
+    """A callable launching kernel[grid, threads](*args) on a GPU, with the dynamic shared memory of a
+    `dynamic` kernel (`shared_bytes(tiles)`, allowed first by `allow_shared`)."""
+    if not tiles.get("dynamic"):
+        return lambda: kernel[grid, threads](*args)
+    nbytes = shared_bytes(tiles)
+    allow_shared(kernel, args, nbytes)
+    return lambda: kernel[grid, threads, 0, nbytes](*args)
