@@ -2,7 +2,8 @@
 
 `op_flops` counts the FLOPs of each aten operator of a call; `time_shares`
 splits a step's time into matrix products, convolutions and the rest;
-`gpu_kernels` names the GPU kernels that took the most time.
+`gpu_kernels` names the GPU kernels that took the most time; `working_ops` lists the operators of a
+call that do work (each at least one kernel launch on a GPU).
 """
 
 from __future__ import annotations
@@ -30,6 +31,35 @@ def op_flops(fn: Callable[[], object]) -> dict[str, int]:
         name = str(op).split(".")[-1] if "." in str(op) else str(op)
         out[name] = out.get(name, 0) + int(flops)
     return out
+
+
+# Operators that only allocate or relabel memory: no kernel runs for them.
+NO_KERNEL_OPS = ("empty", "empty_like", "_unsafe_view", "detach")
+
+
+def working_ops(fn: Callable[[], object]) -> list[str]:
+    """The aten operators of `fn()` that compute or copy, in order (Chapter 9b counts its launches).
+
+    Views (reshape without a copy, transpose, select, expand) and allocations are left out: what is
+    left runs at least one GPU kernel each, so its length is a lower bound on the launches of `fn`.
+    Run `fn` on the `meta` device to count without computing.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.overloadpacket.__name__
+            if not func.is_view and name not in NO_KERNEL_OPS:
+                self.ops.append(name)
+            return func(*args, **(kwargs or {}))
+
+    with _Record() as record:
+        fn()
+    return record.ops
 
 
 MATMUL_OPS = (

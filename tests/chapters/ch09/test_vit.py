@@ -148,6 +148,16 @@ def test_block_flops_match_the_flop_counter(n, d, heads, ratio):
     assert vit.attention_share(n, d, ratio) == pytest.approx(f["attention"] / sum(f.values()))
 
 
+def test_working_ops_of_a_block_leave_out_views_and_allocations():
+    """9b divides a block's time by these operators: each computes or copies, none is a free view."""
+    block = vit.TransformerBlock(24, 3).to("meta")
+    with torch.no_grad():
+        ops = op_costs.working_ops(lambda: block(torch.empty(2, 16, 24, device="meta")))
+    assert ops.count("addmm") == 4 and ops.count("bmm") == 2 and ops.count("native_layer_norm") == 2
+    assert {"_softmax", "gelu", "mul", "add"} <= set(ops)
+    assert not {"view", "_unsafe_view", "transpose", "permute", "expand", "select", "t", "empty"} & set(ops)
+
+
 def test_op_categories_and_time_shares():
     assert [op_costs.op_category(k) for k in ("aten::addmm", "aten::convolution_backward", "aten::gelu")] == [
         "matmul",

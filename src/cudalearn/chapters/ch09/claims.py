@@ -1,4 +1,4 @@
-"""Chapter 9's claims tables: each quoted claim beside the figure that judges it (book 9 and 9a-9c).
+"""Chapter 9's claims tables: each quoted claim beside the figure that judges it (book 9 and 9a-9d).
 
 Figures the notebook computed (an equality of two layers, a receptive field, FLOP shares) are `value=`
 claims, labelled "this notebook"; stored GPU figures are `key=` claims, labelled with device and date.
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from cudalearn.measure.sources import Claim
 
-ARTICLE = '"Tensor Cores, Triton, redes residuales..." (article), sec. 3'
+# The overview the chapter starts from: its copy names no author, outlet or date (history only).
+ARTICLE = '"Tensor Cores, Triton, redes residuales..." (unsigned overview, undated), sec. 3'
 VIT_PAPER = "Dosovitskiy et al., ICLR 2021"
 
 
@@ -20,8 +21,8 @@ def without_divisions(f: dict) -> float | None:
     return simple / fast if simple and fast else None
 
 
-def core_claims(embed_error: float, seen: dict, flop_share: float) -> list[Claim]:
-    """Book 9's claims: the embedding as a GEMM, the receptive fields, little data, FLOPs and time."""
+def core_claims(embed_error: float) -> list[Claim]:
+    """Book 9's claim: the patch embedding is one linear map of the flattened patches."""
     return [
         Claim(
             "A patch embedding is one linear map of the flattened patches (a Conv2d of stride p)",
@@ -33,6 +34,12 @@ def core_claims(embed_error: float, seen: dict, flop_share: float) -> list[Claim
             ),
             holds=lambda f: f["err"] < 1e-4,
         ),
+    ]
+
+
+def comparison_claims(seen: dict, flop_share: float) -> list[Claim]:
+    """Book 9d's claims: the overview's CNN-against-ViT table, row by row, and the ViT paper's."""
+    return [
         Claim(
             "CNN: local first; ViT: every patch connected to every other from layer 1",
             ARTICLE,
@@ -120,13 +127,14 @@ def attention_claims() -> list[Claim]:
 
 
 def kernel_claims() -> list[Claim]:
-    """Book 9c's claim: cuDNN's convolution kernel is an implicit GEMM on tensor cores (stored profile)."""
+    """Book 9c's claim: cuDNN ran the bf16 patch embedding on a tensor-core kernel (stored profile)."""
     return [
         Claim(
-            "cuDNN runs convolutions as implicit GEMMs on tensor cores",
-            "NVIDIA cuDNN API, cudnnConvolutionFwdAlgo_t",
+            "cuDNN can run a convolution as an implicit GEMM on tensor cores: this patch embedding's did",
+            "NVIDIA cuDNN API, cudnnConvolutionFwdAlgo_t; CUTLASS, Implicit GEMM Convolution",
             key="ch9.embed_kernels",
             show=lambda f: "top Conv2d kernel: " + f["Conv2d"][0]["name"].split("<")[-1].split(">")[0][:40],
             holds=lambda f: "tensorop" in f["Conv2d"][0]["name"] and "fprop" in f["Conv2d"][0]["name"],
+            note="one bf16 Conv2d of stride p, profiled",
         ),
     ]
