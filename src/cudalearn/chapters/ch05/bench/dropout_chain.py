@@ -35,8 +35,8 @@ def vs_copy(chain_results, copy_results) -> tuple[float | None, str | None, floa
     """Print each chain row's share of the copy's GB/s; check what deep dive 5c says of the first fused one.
 
     The prose reads: the first fused kernel beats the four kernels, falls short of the 3.7x its DRAM
-    bytes predict, and stays well below (under 85% of) the copy. Returns (copy GB/s, fastest fused
-    kernel's name, its GB/s), Nones without GPU figures (Chapter 5, deep dive 5c)."""
+    bytes predict, and stays well below (under 85% of) the copy; checked on the stored run only.
+    Returns (copy GB/s, fastest fused kernel's name, its GB/s), Nones without GPU figures (deep dive 5c)."""
     from cudalearn.measure import stated
 
     copy_gbps = next((r.get("gbps") for r in copy_results.rows if r["name"] == "copy (torch)"), None)
@@ -55,6 +55,10 @@ def vs_copy(chain_results, copy_results) -> tuple[float | None, str | None, floa
         else:
             print(f"{row['name']:35s} not timed in this run")
     one = next(r for r in chain_results.rows if r["name"] == "fused: 1 kernel")
+    if (
+        chain_results.source != "reference"
+    ):  # the reader's own GPU: printed, not held to the stored run's text
+        return copy_gbps, fused_name, fused_gbps
     stated.check(
         one,
         chain_results.label,
