@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from cudalearn.measure import stated
 from cudalearn.measure.timing import SIMULATED
 
 TORCH = "torch.add"
@@ -143,8 +144,6 @@ def ilp_steps(results: Any) -> None:
     On the stored run it also checks what the text says of them: the indices change the speed by
     under 5%, more bytes in flight by over 10%, to within 5% of torch.add. On a GPU it prints the
     reader's own ratios unchecked: a GPU whose memory needs fewer bytes in flight may gain less."""
-    from cudalearn.measure import stated
-
     speed = {row["name"]: row.get("vs_baseline") for row in results.rows}  # relative to torch.add
     best_k = max(PER_THREAD[1:], key=lambda k: speed[ilp_name(k)] or 0)
     steps = None

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from cudalearn.chapters.ch04.merged_loads import line_of
 from cudalearn.chapters.ch06.claims import wavefronts_per_fma
+from cudalearn.chapters.ch06.figures.peaks import stored_matmuls
 from cudalearn.chapters.ch06.kernels.regblock_tiles import ASYNC
 from cudalearn.measure import stated, timing
 from cudalearn.measure.reference import label, lookup
@@ -17,6 +19,59 @@ from cudalearn.measure.reference import label, lookup
 ORDER = ["regblock_1d", "regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch"]  # steps 1-4
 WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
 SHARED_LOADS = "smsp__sass_inst_executed_op_shared_ld.sum"
+
+
+FRAME = {  # what frames Chapter 6 -> the benchmarks' row names for it
+    "naive": ["naive (16x16 blocks)"],
+    "16x16 or 32x32 shared tile": ["tiled T=32", "tiled T=16", "tiled T=32 (Ch. 3)"],
+    "cuBLAS FP32": ["cuBLAS FP32", "cuBLAS FP32 (torch)"],
+    "cuBLAS TF32": ["cuBLAS TF32"],
+    "cuBLAS FP16": ["cuBLAS FP16"],
+}
+
+
+def frame(n: int) -> None:
+    """Chapter 6's opening table: the stored benchmarks' naive, tiled and cuBLAS rates at size n.
+
+    The introduction and the closing plot say: the tile is several (over 3) times the naive kernel,
+    cuBLAS FP32 several times the tile, and cuBLAS FP16 an order of magnitude over cuBLAS FP32."""
+    rows, missing, header = stored_matmuls((f"bench.tiling.N{n}", f"bench.gemm.N{n}"))
+    rate = {r["name"]: r["tflops"] for r in rows}
+    found = {what: next((name for name in names if name in rate), None) for what, names in FRAME.items()}
+    print(f"{'kernel':<28} stored reference run at N = {n}")
+    for what, name in found.items():
+        print(f"{what:<28} " + (f"{rate[name]:8.3g} TFLOP/s ({name})" if name else "not stored"))
+    print(f"stored run: {label(header)}" if header else "no stored run")
+    for key in missing:
+        print(f"{key}: not stored yet")
+    if None in found.values():
+        return
+    r = {what: rate[name] for what, name in found.items()}
+    stated.check(
+        r,
+        label(header),
+        lambda r: (
+            r["16x16 or 32x32 shared tile"] > 3 * r["naive"]
+            and r["cuBLAS FP32"] > 3 * r["16x16 or 32x32 shared tile"]
+            and r["cuBLAS FP16"] > 10 * r["cuBLAS FP32"]
+        ),
+        "the tile several times naive, far behind cuBLAS FP32; tensor cores an order of magnitude faster",
+    )
+
+
+def traced_as_explained(simple: Any, vec: Any) -> None:
+    """Check the tracer's counts of steps 2 and 3 against the text that explains them (Chapter 6).
+
+    Step 2: 4-way conflicts on the reads of `b`, conflicts on the transposed stores of A. Step 3: no
+    store conflicts, fewer wavefronts on `b`, fewer sectors written to C."""
+    b_simple, b_vec = simple.by_line[line_of(simple, "b[j] = sB")], vec.by_line[line_of(vec, "b[j] = sB")]
+    store_simple = simple.by_line[line_of(simple, "sAt[c, r] = v")]
+    assert b_simple.shared_wavefronts == 4 * b_simple.shared_requests, "simple: expected 4-way conflicts on b"
+    assert store_simple.bank_conflicts > 0, "simple: expected conflicts on the transposed stores of A"
+    assert vec.shared_store_bank_conflicts == 0, "vec: expected conflict-free stores"
+    assert b_vec.shared_wavefronts < b_simple.shared_wavefronts, "vec: expected fewer wavefronts on b"
+    assert vec.global_store_sectors < simple.global_store_sectors, "vec: expected fewer sectors on C"
+    print("the tracer's counts are as explained below")
 
 
 def steps(n: int) -> None:

@@ -7,6 +7,8 @@ the callables that Chapter 5 and `scripts/bench_fusion.py` time with `timing.mea
 
 from __future__ import annotations
 
+from cudalearn.measure import stated
+
 #: The name of the paired kernel's row in the chain's timings.
 PAIRED = "fused, 8-byte accesses"
 #: The pairs a thread of the unsigned-index paired kernels timed (`bias_relu_dropout_pairs_u32(pairs)`).
@@ -37,8 +39,6 @@ def vs_copy(chain_results, copy_results) -> tuple[float | None, str | None, floa
     The prose reads: the first fused kernel beats the four kernels, falls short of the 3.7x its DRAM
     bytes predict, and stays well below (under 85% of) the copy; checked on the stored run only.
     Returns (copy GB/s, fastest fused kernel's name, its GB/s), Nones without GPU figures (deep dive 5c)."""
-    from cudalearn.measure import stated
-
     copy_gbps = next((r.get("gbps") for r in copy_results.rows if r["name"] == "copy (torch)"), None)
     fused_name, fused_gbps = best_fused(chain_results.rows)
     if not (copy_gbps and fused_gbps):
