@@ -31,8 +31,13 @@ def strided_copy(copy_results: Any, vec_results: Any) -> None:
     stated.check(
         times,
         copy_results.label,
-        lambda t: all(t[s] < more[s] for s in (2, 4, 8)) and all(t[s] > more[s] for s in (16, 32)),
-        "up to stride 8 the time grows more slowly than the sectors, at strides 16 and 32 faster",
+        lambda t: (
+            all(t[s] < more[s] for s in (2, 4, 8))
+            and all(t[s] > more[s] for s in (16, 32))
+            and (copy_results.source != "reference" or "H200" in copy_results.label)
+        ),
+        "up to stride 8 the time grows more slowly than the sectors, at strides 16 and 32 faster; "
+        "the stored run is an H200's",
     )
     if stated.one_run(copy_results.key, vec_results.key):
         stride1, add = copy_results.row("stride 1")["gbps"], vec_results.row("torch.add")["gbps"]

@@ -45,8 +45,10 @@ def quoted(pairs: dict[str, tuple], tracer_ratio: float) -> None:
             and all("H100" in d for d in devices)
             and f"{tracer_ratio:.1f}" == "16.5"
             and ncu == {BT[0]: 69632, BT[1]: 12288}
+            and "H200" in profiled["device"]
         ),
-        "padding doubled one pair of three on an H100; 16.5x the wavefronts (tracer), 69,632 against 12,288",
+        "padding doubled one pair of three on an H100; 16.5x the wavefronts (tracer), 69,632 against "
+        "12,288 on an H200",
     )
 
 
