@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from cudalearn.measure import stated
 from cudalearn.measure.timing import SIMULATED
 
 TORCH = "torch.add"
@@ -135,3 +136,31 @@ def main() -> int:
     print(results)
     print("goal " + goal_line(results))
     return 0
+
+
+def ilp_steps(results: Any) -> None:
+    """Print deep dive 2a's two steps (unsigned indices, then bytes in flight) as speed ratios.
+
+    On the stored run it also checks what the text says of them: the indices change the speed by
+    under 5%, more bytes in flight by over 10%, to within 5% of torch.add. On a GPU it prints the
+    reader's own ratios unchecked: a GPU whose memory needs fewer bytes in flight may gain less."""
+    speed = {row["name"]: row.get("vs_baseline") for row in results.rows}  # relative to torch.add
+    best_k = max(PER_THREAD[1:], key=lambda k: speed[ilp_name(k)] or 0)
+    steps = None
+    if all(speed.values()):
+        ilp1 = speed[ilp_name(1)]
+        steps = {"indices": ilp1 / speed[ONE], "in_flight": speed[ilp_name(best_k)] / ilp1}
+        steps["best"] = speed[ilp_name(best_k)]
+    stated.say(
+        steps,
+        results.label,
+        lambda s: (
+            f"unsigned indices: vector_add_ilp(1) at {s['indices']:.3f}x vector_add's speed\n"
+            f"bytes in flight: vector_add_ilp({best_k}) at {s['in_flight']:.2f}x vector_add_ilp(1)'s speed, "
+            f"{s['best']:.2f}x torch.add's"
+        ),
+        holds=(lambda s: abs(s["indices"] - 1) < 0.05 and s["in_flight"] > 1.1 and s["best"] > 0.95)
+        if results.source == "reference"
+        else None,
+        states="the indices change the speed by under 5%, bytes in flight by over 10%, to near torch.add",
+    )

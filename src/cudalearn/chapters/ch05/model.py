@@ -303,7 +303,7 @@ class PreparedMLP(FusedMLP):
 
 
 class TunedMLP(PreparedMLP):
-    """PreparedMLP with Chapter 6's shared-memory reads in its products (Chapter 5, section 14).
+    """PreparedMLP with Chapter 6's shared-memory reads in its products (deep dive 5b).
 
     The three products are `tuned.make_blocked_vec`'s: each thread's 4 x 4 outputs in groups of four,
     so a step along k reads them with 128-bit shared loads, and a tile's 32 steps written out. A product

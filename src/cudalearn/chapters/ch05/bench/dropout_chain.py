@@ -7,6 +7,8 @@ the callables that Chapter 5 and `scripts/bench_fusion.py` time with `timing.mea
 
 from __future__ import annotations
 
+from cudalearn.measure import stated
+
 #: The name of the paired kernel's row in the chain's timings.
 PAIRED = "fused, 8-byte accesses"
 #: The pairs a thread of the unsigned-index paired kernels timed (`bias_relu_dropout_pairs_u32(pairs)`).
@@ -29,6 +31,41 @@ def best_fused(rows) -> tuple[str | None, float | None]:
         return None, None
     name = max(rates, key=rates.get)
     return name, rates[name]
+
+
+def vs_copy(chain_results, copy_results) -> tuple[float | None, str | None, float | None]:
+    """Print each chain row's share of the copy's GB/s; check what deep dive 5c says of the first fused one.
+
+    The prose reads: the first fused kernel beats the four kernels, falls short of the 3.7x its DRAM
+    bytes predict, and stays well below (under 85% of) the copy; checked on the stored run only.
+    Returns (copy GB/s, fastest fused kernel's name, its GB/s), Nones without GPU figures (deep dive 5c)."""
+    copy_gbps = next((r.get("gbps") for r in copy_results.rows if r["name"] == "copy (torch)"), None)
+    fused_name, fused_gbps = best_fused(chain_results.rows)
+    if not (copy_gbps and fused_gbps):
+        print("no GPU bandwidths to compare: no reference run is stored yet for these figures")
+        return None, None, None
+    if not stated.one_run("ch5.copy", "ch5.chain"):  # a share of another run's copy would mean nothing
+        print(
+            f"the copy and the chain come from two stored runs: {copy_results.label}; {chain_results.label}"
+        )
+        return None, None, None
+    for row in chain_results.rows + copy_results.rows:
+        if row.get("gbps"):
+            print(f"{row['name']:35s} {row['gbps']:8,.0f} GB/s = {row['gbps'] / copy_gbps:6.1%} of the copy")
+        else:
+            print(f"{row['name']:35s} not timed in this run")
+    one = next(r for r in chain_results.rows if r["name"] == "fused: 1 kernel")
+    if (
+        chain_results.source != "reference"
+    ):  # the reader's own GPU: printed, not held to the stored run's text
+        return copy_gbps, fused_name, fused_gbps
+    stated.check(
+        one,
+        chain_results.label,
+        lambda r: 1 < r["vs_baseline"] < 3.7 and r["gbps"] < 0.85 * copy_gbps,
+        "the first fused kernel beats the four, short of the bytes' 3.7x, well below the copy",
+    )
+    return copy_gbps, fused_name, fused_gbps
 
 
 def chain_candidates(rows, cols, p=0.1, seed=0, block=None):

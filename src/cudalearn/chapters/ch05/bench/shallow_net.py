@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from cudalearn.chapters.ch05.grid_warnings import quiet_grids
+from cudalearn.measure import stated
 from cudalearn.nn.datasets import DigitSet
 from cudalearn.runtime.counting import count_launches
 
@@ -136,6 +137,30 @@ def training_lines(training: dict[str, Any]) -> list[str]:
             f"{sec[name] / sec['torch']:10.2f}x {launches:>14s} {training['test_accuracy'][name]:9.2%}"
         )
     return lines
+
+
+def check_training(training: dict[str, Any], source: str) -> None:
+    """Check the stored end-to-end run against what Chapter 5's text says of it (Chapter 5, section 10).
+
+    Every time positive; every network's last loss within 10% of the naive one's; after five epochs
+    the Numba networks' test accuracies within a point of each other and PyTorch's within two."""
+    sec, acc = training["seconds"], training["test_accuracy"]
+    assert all(v > 0 for v in sec.values()), "every implementation must have a positive time"
+    final = {name: losses[-1] for name, losses in training["epoch_loss"].items()}
+    for name in ("fused", "prepared", "tuned", "torch"):
+        if name in final:  # a run stored before PreparedMLP (or TunedMLP) has no 'prepared' ('tuned')
+            assert np.isclose(final[name], final["naive"], rtol=0.1), f"{name} trained differently: {final}"
+    numba_acc = [acc[name] for name in sec if name != "torch"]
+    stated.check(
+        training,
+        source,
+        lambda f: (
+            f["epochs"] == 5
+            and max(numba_acc) - min(numba_acc) < 0.01
+            and abs(acc["torch"] - acc["naive"]) < 0.02
+        ),
+        "after five epochs the Numba networks' test accuracies agree within a point, PyTorch's within two",
+    )
 
 
 def _host_us(fn, calls: int) -> float:

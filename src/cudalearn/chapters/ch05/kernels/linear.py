@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 
-# the book cites linear.make_blocked_vec, linear.SKINNY_COLS and linear.SKINNY_TILES (section 14)
+# the book cites linear.make_blocked_vec, linear.SKINNY_COLS and linear.SKINNY_TILES (deep dive 5b)
 from cudalearn.chapters.ch05.kernels.tiles import SKINNY_COLS, SKINNY_TILES  # noqa: F401
 from cudalearn.chapters.ch05.kernels.tuned import make_blocked_vec  # noqa: F401
 from cudalearn.runtime import launch as grids

@@ -1,4 +1,4 @@
-"""The tuned network's products (Chapter 5, section 14): 128-bit shared reads (Chapter 6) in its kernels.
+"""The tuned network's products (deep dive 5b): 128-bit shared reads (Chapter 6) in its kernels.
 
 `make_blocked_vec(cfg)` builds `make_blocked`'s three products with each thread's outputs in groups
 of four, so that a step along k reads them with 128-bit shared loads (`tile_steps`); `blocked_vec(cfg)`

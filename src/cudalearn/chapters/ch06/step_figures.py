@@ -1,0 +1,159 @@
+"""Chapter 6's and deep dive 6a's stored step figures printed and checked against their prose (Chapter 6, 6a).
+
+The text around the register-blocking steps quotes the stored run of every step (timings, registers,
+machine-code loops, Nsight Compute counts). Each function prints those figures and raises
+`stated.StaleProse` when a rerun no longer shows what the text says, so the sentence is reread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cudalearn.chapters.ch04.merged_loads import line_of
+from cudalearn.chapters.ch06.claims import wavefronts_per_fma
+from cudalearn.chapters.ch06.figures.peaks import stored_matmuls
+from cudalearn.chapters.ch06.kernels.regblock_tiles import ASYNC
+from cudalearn.measure import stated, timing
+from cudalearn.measure.reference import label, lookup
+
+ORDER = ["regblock_1d", "regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch"]  # steps 1-4
+WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
+SHARED_LOADS = "smsp__sass_inst_executed_op_shared_ld.sum"
+
+
+FRAME = {  # what frames Chapter 6 -> the benchmarks' row names for it
+    "naive": ["naive (16x16 blocks)"],
+    "16x16 or 32x32 shared tile": ["tiled T=32", "tiled T=16", "tiled T=32 (Ch. 3)"],
+    "cuBLAS FP32": ["cuBLAS FP32", "cuBLAS FP32 (torch)"],
+    "cuBLAS TF32": ["cuBLAS TF32"],
+    "cuBLAS FP16": ["cuBLAS FP16"],
+}
+
+
+def frame(n: int) -> None:
+    """Chapter 6's opening table: the stored benchmarks' naive, tiled and cuBLAS rates at size n.
+
+    The introduction and the closing plot say: the tile is several (over 3) times the naive kernel,
+    cuBLAS FP32 several times the tile, and cuBLAS FP16 an order of magnitude over cuBLAS FP32."""
+    rows, missing, header = stored_matmuls((f"bench.tiling.N{n}", f"bench.gemm.N{n}"))
+    rate = {r["name"]: r["tflops"] for r in rows}
+    found = {what: next((name for name in names if name in rate), None) for what, names in FRAME.items()}
+    print(f"{'kernel':<28} stored reference run at N = {n}")
+    for what, name in found.items():
+        print(f"{what:<28} " + (f"{rate[name]:8.3g} TFLOP/s ({name})" if name else "not stored"))
+    print(f"stored run: {label(header)}" if header else "no stored run")
+    for key in missing:
+        print(f"{key}: not stored yet")
+    if None in found.values():
+        return
+    r = {what: rate[name] for what, name in found.items()}
+    stated.check(
+        r,
+        label(header),
+        lambda r: (
+            r["16x16 or 32x32 shared tile"] > 3 * r["naive"]
+            and r["cuBLAS FP32"] > 3 * r["16x16 or 32x32 shared tile"]
+            and r["cuBLAS FP16"] > 10 * r["cuBLAS FP32"]
+        ),
+        "the tile several times naive, far behind cuBLAS FP32; tensor cores an order of magnitude faster",
+    )
+
+
+def traced_as_explained(simple: Any, vec: Any) -> None:
+    """Check the tracer's counts of steps 2 and 3 against the text that explains them (Chapter 6).
+
+    Step 2: 4-way conflicts on the reads of `b`, conflicts on the transposed stores of A. Step 3: no
+    store conflicts, fewer wavefronts on `b`, fewer sectors written to C."""
+    b_simple, b_vec = simple.by_line[line_of(simple, "b[j] = sB")], vec.by_line[line_of(vec, "b[j] = sB")]
+    store_simple = simple.by_line[line_of(simple, "sAt[c, r] = v")]
+    assert b_simple.shared_wavefronts == 4 * b_simple.shared_requests, "simple: expected 4-way conflicts on b"
+    assert store_simple.bank_conflicts > 0, "simple: expected conflicts on the transposed stores of A"
+    assert vec.shared_store_bank_conflicts == 0, "vec: expected conflict-free stores"
+    assert b_vec.shared_wavefronts < b_simple.shared_wavefronts, "vec: expected fewer wavefronts on b"
+    assert vec.global_store_sectors < simple.global_store_sectors, "vec: expected fewer sectors on C"
+    print("the tracer's counts are as explained below")
+
+
+def steps(n: int) -> None:
+    """Chapter 6: each step's speed-up, step 2's registers, step 1's loop, step 3's wavefronts per LDS.128.
+
+    The text says: step 1 runs about as fast as Chapter 3's tile, steps 2-4 each get faster, step 3
+    more than doubles step 2, 6a's two steps faster again; step 2 takes over 128 registers and one
+    block an SM; most of step 1's loop is neither FFMA nor load; steps 3 and 4 hold 64 and 256 FFMA a
+    loop; 3.00 wavefronts per LDS.128 and almost no conflicts; all from one stored run."""
+    stored = timing.stored_results("ch6.regblock")
+    res, res_run = lookup("ch6.regblock_resources")
+    prof, prof_run = lookup(f"bench.gemm.N{n}.ncu")
+    rate = {r["name"]: r["gflops"] for r in stored.rows}
+    print(f"stored timings, resources and profile: {stored.label}")
+    before = ["tiled T=32 (Ch. 3)", *ORDER]
+    print("steps 1-4, each one's speed over the row before it:", end=" ")
+    print(", ".join(f"{rate[b] / rate[a]:.2f}x" for a, b in zip(before, ORDER, strict=False)))
+    simple = res["regblock_2d_simple"]
+    print(f"regblock_2d_simple: {simple['registers_per_thread']} registers a thread, ", end="")
+    print(f"{simple['blocks_per_sm']} block an SM")
+    loop1 = res["regblock_1d"]["sass"]["loop"]
+    other, total = loop1["other"], loop1["instructions"]
+    print(f"regblock_1d's hot loop: {other} of {total} instructions are neither FFMA nor load")
+    vec = prof["regblock_2d_vec"]
+    per_load = vec[WAVEFRONTS] / vec[SHARED_LOADS]  # every shared load of this step is an LDS.128
+    conflicts = vec["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"] / vec[WAVEFRONTS]
+    print(f"regblock_2d_vec: {per_load:.2f} shared wavefronts per LDS.128, {conflicts:.2%} of them conflicts")
+    loop_ffma = {name: res[name]["sass"]["loop"]["FFMA"] for name in ORDER[2:]}
+    stated.check(
+        rate,
+        stored.label,
+        lambda r: (
+            label(res_run) == stored.label == label(prof_run)
+            and 0.9 < r["regblock_1d"] / r["tiled T=32 (Ch. 3)"] < 1.1
+            and all(r[b] > r[a] for a, b in zip(ORDER, ORDER[1:], strict=False))
+            and r["regblock_2d_vec"] > 2 * r["regblock_2d_simple"]
+            and r[ASYNC] > r["regblock_2d_warptile"] > r["regblock_2d_prefetch"]
+            and simple["registers_per_thread"] > 128
+            and simple["blocks_per_sm"] == 1
+            and loop1["other"] > loop1["instructions"] / 2
+            and loop_ffma == {"regblock_2d_vec": 64, "regblock_2d_prefetch": 256}
+            and f"{per_load:.2f}" == "3.00"
+            and conflicts < 0.001
+        ),
+        "step 1 ~ the tile; 2-4 faster each; step 3 > 2x step 2; 6a's steps faster again; step 2 > 128 "
+        "registers, 1 block; step 1's loop mostly other work; 64 and 256 FFMA; 3.00 wavefronts per LDS.128",
+    )
+
+
+def warp_steps(n: int, timed: Any) -> None:
+    """Deep dive 6a: FFMA shares, warps per SM, issue slots busy and wavefronts per FFMA, stored.
+
+    The text says: the FFMA share rises over steps 1-4 and step 6's is below steps 4 and 5; step 5
+    runs 8 warps an SM, steps 3, 4 and 6 16; step 6 keeps the issue slots busier than steps 4 and 5,
+    cuBLAS busier still; step 6 is the fastest; step 5 takes 17% fewer wavefronts per FFMA than step 4."""
+    res, _ = lookup("ch6.regblock_resources")
+    prof, _ = lookup(f"bench.gemm.N{n}.ncu")
+    share = {name: r["sass"]["loop"]["ffma_share"] for name, r in res.items() if r.get("sass")}
+    print("FFMA share of the hot loop:")
+    print(stated.wrap(", ".join(f"{name} {s:.0%}" for name, s in share.items())))
+    warps = {name: r["warps_per_sm"] for name, r in res.items()}
+    busy = {name: prof[name]["Issue Slots Busy"] for name in ("regblock_2d_prefetch", "regblock_2d_warptile")}
+    busy |= {ASYNC: prof[ASYNC]["Issue Slots Busy"], "cuBLAS": prof["gemm"]["Issue Slots Busy"]}
+    print(stated.wrap("issue slots busy (%): " + ", ".join(f"{name} {b}" for name, b in busy.items())))
+    rate = {r["name"]: r["gflops"] for r in timed.rows}
+    pair = ("regblock_2d_prefetch", "regblock_2d_warptile")
+    per_fma = {name: round(wavefronts_per_fma(prof, name, n), 4) for name in pair}
+    fewer = 1 - per_fma["regblock_2d_warptile"] / per_fma["regblock_2d_prefetch"]
+    print("shared-load wavefronts per warp FFMA:", ", ".join(f"{name} {w}" for name, w in per_fma.items()))
+    print(f"step 5 takes {fewer:.0%} fewer than step 4")
+    stated.check(
+        share,
+        timed.label,
+        lambda s: (
+            all(s[a] < s[b] for a, b in zip(ORDER, ORDER[1:], strict=False))
+            and s[ASYNC] < min(s["regblock_2d_prefetch"], s["regblock_2d_warptile"])
+            and warps["regblock_2d_warptile"] == 8
+            and {warps[name] for name in [*ORDER[2:], ASYNC]} == {16}
+            and max(busy["regblock_2d_prefetch"], busy["regblock_2d_warptile"]) < busy[ASYNC] < busy["cuBLAS"]
+            and max(rate, key=lambda name: rate[name] if name.startswith("regblock") else 0) == ASYNC
+            and f"{fewer:.0%}" == "17%"
+        ),
+        "the FFMA share rises over steps 1-4, step 6's below 4 and 5; 8 warps an SM for step 5, 16 for the "
+        "others; step 6 busier than 4 and 5, cuBLAS busier still; step 6 fastest; 17% fewer wavefronts",
+    )
