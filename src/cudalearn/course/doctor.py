@@ -69,6 +69,24 @@ def toolkit_version() -> tuple[int, int] | None:
         return None
 
 
+def torch_cuda_version() -> str | None:
+    """The CUDA torch was built with (torch.version.cuda, e.g. '13.0'), or None: a CPU build or no torch."""
+    try:
+        import torch
+
+        return torch.version.cuda
+    except Exception:  # no torch, or a broken one: the versions table says which
+        return None
+
+
+def cuda_extra(env: dict[str, Any]) -> str:
+    """The numba-cuda extra whose NVRTC/NVVM wheels match torch's CUDA: 'cu13' or 'cu12' (Chapter 0).
+
+    The registry's Linux torch 2.13 is the CUDA 13 build (its cuda-toolkit==13.0.3 excludes the cu12
+    extra); Colab's torch, PyTorch's cu12x and CPU builds go with cu12."""
+    return "cu13" if _vtuple(env.get("torch_cuda"))[:1] == (13,) else "cu12"
+
+
 def collect() -> dict[str, Any]:
     """Read the mode, device, driver, toolkit and package versions into a dict (Chapter 0)."""
     from cudalearn.runtime import device
@@ -86,6 +104,7 @@ def collect() -> dict[str, Any]:
         "driver": driver_version(),
         "driver_cuda": driver_cuda_version(),
         "toolkit": toolkit_version(),
+        "torch_cuda": torch_cuda_version(),
         "python": found.pop("python"),
         "versions": found,
         "cuda13_wheels": sorted(
@@ -181,15 +200,20 @@ def diagnose(env: dict[str, Any]) -> list[Problem]:
             )
         )
     if env.get("toolkit") is None:  # in sim mode too: book 02 and the labs compile kernels to real PTX
+        extra = cuda_extra(env)
+        wheel = "nvidia-cuda-nvrtc" if extra == "cu13" else "nvidia-cuda-nvrtc-cu12"
+        built = (
+            f"torch is built with CUDA {env['torch_cuda']}" if env.get("torch_cuda") else "torch has no CUDA"
+        )
         problems.append(
             Problem(
                 True,
-                "no CUDA NVRTC found for Numba (libnvrtc.so.12: the nvidia-cuda-nvrtc-cu12 wheel)",
+                f"no CUDA NVRTC found for Numba (libnvrtc.so.{extra[2:]}: the {wheel} wheel)",
                 "numba-cuda compiles kernels with NVRTC and libNVVM: without them every kernel fails on a "
                 "GPU, and book 02's PTX cell and the labs' compile checks fail in sim mode too "
-                "(DynamicLibNotFoundError: libnvrtc.so.13 or libnvrtc.so.12). The CUDA 12 wheels come with "
-                "numba-cuda's cu12 extra, a dependency of cudalearn.",
-                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}"',
+                f"(DynamicLibNotFoundError: libnvrtc.so.13 or libnvrtc.so.12). {built}: the matching wheels "
+                f"come with numba-cuda's {extra} extra (cudalearn[{extra}]; run.py picks it).",
+                f'pip install "numba-cuda[{extra}]=={PIN_NUMBA_CUDA}"',
             )
         )
     return problems
@@ -206,7 +230,8 @@ def _numba_cuda_mlir_problems(env: dict[str, Any]) -> list[Problem]:
                 "numba-cuda-mlir is imported as numba_cuda_mlir and provides no numba.cuda, which the "
                 "simulator, every notebook's own kernels and the sm_75 compile checks need; the course "
                 "runs on numba-cuda and uses numba-cuda-mlir beside it, in gpu mode.",
-                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}" (numba-cuda-mlir can stay installed)',
+                f'pip install "numba-cuda[{cuda_extra(env)}]=={PIN_NUMBA_CUDA}" (numba-cuda-mlir can stay '
+                "installed)",
             )
         ]
     if env.get("cuda_backend") == "numba-cuda-mlir":
@@ -239,6 +264,7 @@ def report(env: dict[str, Any] | None = None) -> str:
         ("memory", f"{mem / 2**30:.1f} GiB" if mem else "-"),
         ("driver", f"{env.get('driver') or 'not found'} (CUDA {fmt(env.get('driver_cuda'))})"),
         ("toolkit (NVRTC)", fmt(env.get("toolkit"))),
+        ("torch's CUDA", env.get("torch_cuda") or "none (a CPU build)"),
         ("python", env.get("python")),
     ]
     rows += [(name, ver or "not installed") for name, ver in env["versions"].items()]
