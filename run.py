@@ -286,6 +286,9 @@ def setup(command: str = "course") -> None:
     for title, extra in steps:
         n += 1
         cmd = pip + ["-c", constraints_for(cuda, VENV), "-e", f".[{extra}]"]
+        if cuda.extra == "cu13" and extra.startswith("course,"):
+            # `===`: the registry's build itself (CUDA 13), never a local build a mirror may hold (+cpu)
+            cmd.append(f"torch==={pinned('torch')}")
         if not _step(n, total, title, cmd):
             sys.exit("pip install failed; see the messages above")
         have |= set(extra.split(","))
