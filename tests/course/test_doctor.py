@@ -68,6 +68,12 @@ def test_cuda13_wheels_on_a_driver_below_580():
     )
     [(blocking, title, fix)] = titles(env)
     assert blocking and "below 580" in title and "nvidia-cuda-nvrtc" in fix and "numba-cuda[cu12]" in fix
+    assert "torch==" not in fix  # torch is not a CUDA 13 build here: it stays
+    [(_, _, fix)] = titles({**env, "torch_cuda": "13.0"})  # the registry's torch: CUDA 13 as well
+    assert fix.startswith(
+        'pip install "torch==2.13.0+cu126" --index-url https://download.pytorch.org/whl/cu126'
+    )
+    assert "numba-cuda[cu12]" in fix and "580" in fix
 
 
 def test_bf16_below_sm80_is_a_warning_with_the_fp16_way_out():

@@ -45,6 +45,11 @@ def _vtuple(v: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v.split("+")[0])[:3])
 
 
+def _base(v: str | None) -> str:
+    """'2.13.0+cpu' -> '2.13.0': a version without its local build tag."""
+    return (v or "").split("+")[0]
+
+
 def driver_cuda_version() -> tuple[int, int] | None:
     """The newest CUDA version the driver supports, e.g. (13, 0), or None (Chapter 0)."""
     for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
@@ -172,9 +177,22 @@ def diagnose(env: dict[str, Any]) -> list[Problem]:
                 True,
                 f"CUDA 13 wheels on a driver below 580 (driver {env.get('driver') or '?'}, "
                 f"CUDA {drv_cuda[0]}.{drv_cuda[1]})",
-                "CUDA 13 libraries need driver 580 or newer; kernels will fail to load.",
-                f"pip uninstall -y {' '.join(['cuda-bindings', *(env.get('cuda13_wheels') or [])])} && "
-                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}"',
+                "CUDA 13 libraries need driver 580 or newer; kernels will fail to load."
+                + (
+                    f" torch {v.get('torch')} is a CUDA {env['torch_cuda']} build too (the registry's"
+                    " Linux torch): it needs PyTorch's CUDA 12 build, from PyTorch's cu126 index."
+                    if cuda_extra(env) == "cu13"
+                    else ""
+                ),
+                (
+                    f'pip install "torch=={_base(v.get("torch"))}+cu126" --index-url '
+                    "https://download.pytorch.org/whl/cu126 && "
+                    if cuda_extra(env) == "cu13"
+                    else ""
+                )
+                + f"pip uninstall -y {' '.join(['cuda-bindings', *(env.get('cuda13_wheels') or [])])} && "
+                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}" (or update the NVIDIA driver to 580 or '
+                "newer; in the repository, python3 run.py course in a new .venv picks these itself)",
             )
         )
     elif env.get("mode") == "gpu" and drv_cuda and tk and tuple(tk) > tuple(drv_cuda):
