@@ -21,12 +21,15 @@ PREINSTALLED = {"numba-cuda": "0.11.0", "cuda-python": "12.6.2.post1", "numpy": 
 class FakeColab:
     """A Colab runtime: the google.colab module, an installed-packages table, and a pip that edits it."""
 
-    def __init__(self, monkeypatch, installed):
+    def __init__(self, monkeypatch, installed, torch_cuda="12.6"):
         self.installed = dict(installed)
         self.commands = []
         self.setups = 0
         monkeypatch.setitem(sys.modules, "google", types.ModuleType("google"))
         monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+        torch = types.ModuleType("torch")  # Colab's preinstalled torch: a CUDA 12 build
+        torch.version = types.SimpleNamespace(cuda=torch_cuda)
+        monkeypatch.setitem(sys.modules, "torch", torch)
         monkeypatch.setattr(importlib.metadata, "version", self.version)
         monkeypatch.setattr(subprocess, "check_call", self.pip)
         monkeypatch.setattr(cudalearn, "setup", self.setup)
@@ -69,6 +72,14 @@ def test_first_run_on_colab_installs_the_pinned_course_and_the_second_does_nothi
     assert "cuda-python" not in rt.installed and rt.setups == 1
     rt.run_cell()  # a second run in the same runtime, or after a kernel restart
     assert len(rt.commands) == 2 and rt.setups == 2
+
+
+def test_on_colab_the_cuda_extra_follows_colabs_torch(monkeypatch):
+    """cu12 beside a CUDA 12 torch (cu13 would pull cuda-toolkit 13 beside it), cu13 beside a CUDA 13 one."""
+    for torch_cuda, extra in [("12.6", "cu12"), ("13.0", "cu13"), (None, "cu12")]:
+        rt = FakeColab(monkeypatch, PREINSTALLED, torch_cuda=torch_cuda)
+        rt.run_cell()
+        assert rt.commands[-1][1] == f"numba-cuda[{extra}]=={colab.NUMBA_CUDA}", torch_cuda
 
 
 def test_on_colab_a_changed_version_is_installed_again(monkeypatch):

@@ -68,6 +68,12 @@ def test_cuda13_wheels_on_a_driver_below_580():
     )
     [(blocking, title, fix)] = titles(env)
     assert blocking and "below 580" in title and "nvidia-cuda-nvrtc" in fix and "numba-cuda[cu12]" in fix
+    assert "torch==" not in fix  # torch is not a CUDA 13 build here: it stays
+    [(_, _, fix)] = titles({**env, "torch_cuda": "13.0"})  # the registry's torch: CUDA 13 as well
+    assert fix.startswith(
+        'pip install "torch==2.13.0+cu126" --index-url https://download.pytorch.org/whl/cu126'
+    )
+    assert "numba-cuda[cu12]" in fix and "580" in fix
 
 
 def test_bf16_below_sm80_is_a_warning_with_the_fp16_way_out():
@@ -115,3 +121,13 @@ def test_a_missing_nvrtc_is_named_with_its_fix_in_either_mode():
         assert fix == f'pip install "numba-cuda[cu12]=={doctor.PIN_NUMBA_CUDA}"'
     report = doctor.report(plant(mode="sim", toolkit=None))
     assert "no known problem found" not in report and "[BLOCKING] no CUDA NVRTC" in report
+
+
+def test_a_missing_nvrtc_beside_a_cuda_13_torch_is_fixed_with_the_cu13_extra():
+    """The registry's Linux torch is a CUDA 13 build: cu12's cuda-toolkit==12.* cannot install beside it."""
+    [(blocking, title, fix)] = titles(plant(mode="sim", toolkit=None, torch_cuda="13.0"))
+    assert blocking and "libnvrtc.so.13" in title and "nvidia-cuda-nvrtc wheel" in title
+    assert fix == f'pip install "numba-cuda[cu13]=={doctor.PIN_NUMBA_CUDA}"'
+    for torch_cuda in ("12.6", None):  # PyTorch's CUDA 12 build (and Colab's), a CPU build
+        [(_, title, fix)] = titles(plant(mode="sim", toolkit=None, torch_cuda=torch_cuda))
+        assert "libnvrtc.so.12" in title and fix == f'pip install "numba-cuda[cu12]=={doctor.PIN_NUMBA_CUDA}"'

@@ -32,8 +32,21 @@ def environment_pins() -> dict[str, str]:
     return pins
 
 
+def cu13_constraints() -> dict[str, str]:
+    """constraints.txt with constraints-cu13.txt's pins in place of its CUDA 12 ones (run.py, driver 580+)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cudalearn_run_py_pins", ROOT / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    cu13 = dict(line.split("==") for line in (ROOT / "constraints-cu13.txt").read_text().split())
+    return {n: v for n, v in constraints().items() if not n.startswith(run.CUDA_PINS)} | cu13
+
+
 def test_environment_yml_pins_equal_constraints():
-    pins, env = constraints(), environment_pins()
+    """environment.yml is the set for a local GPU with driver 580+: the registry's (CUDA 13) torch."""
+    pins, env = cu13_constraints(), environment_pins()
+    assert "numba-cuda[cu13]==" in (ROOT / "environment.yml").read_text()
     assert env, "environment.yml pins nothing"
     for name, ver in env.items():
         assert pins.get(name) == ver, (
@@ -65,7 +78,7 @@ def test_run_py_course_installs_a_students_set_and_test_adds_ci_tools():
     run = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run)
     extras = {cmd: {e for _, extra in steps for e in extra.split(",")} for cmd, steps in run.STEPS.items()}
-    assert extras == {"course": {"course"}, "test": {"course", "test", "site"}}
+    assert extras == {"course": {"course"}, "test": {"course", "test", "site"}}  # + cu12 or cu13: run.plan()
 
 
 def test_numpy_is_below_25_everywhere():

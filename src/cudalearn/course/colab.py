@@ -6,7 +6,9 @@ package's version (the git tag `v<version>` is what Colab installs, so a
 notebook and the package it installs always match).
 
 On Colab the setup cell removes the preinstalled `cuda-python` (it breaks
-numba-cuda), installs `numba-cuda[cu12]` and this package at the pinned
+numba-cuda), installs numba-cuda with the CUDA extra matching Colab's own
+torch (`numba-cuda[cu12]` for its CUDA 12 build: the NVRTC wheels that the
+package's base dependencies leave out) and this package at the pinned
 versions, and only when they are not already installed: once per runtime,
 and again only if something changed them. Elsewhere it only calls
 `cudalearn.setup()`. It is plain Python, not `%pip` magics, so
@@ -43,10 +45,13 @@ if "google.colab" in sys.modules:  # on Colab: install the pinned course, once p
             return None
 
     if (_installed("cudalearn"), _installed("numba-cuda")) != ("{version}", "{numba_cuda}"):
+        import torch  # Colab's own, kept: numba-cuda's NVRTC wheels must match the CUDA it was built with
+
+        cuda = "cu13" if (torch.version.cuda or "").startswith("13.") else "cu12"
         pip = [sys.executable, "-m", "pip", "-q"]
         course = "{course}"
         subprocess.check_call([*pip, "uninstall", "-y", "cuda-python"])
-        subprocess.check_call([*pip, "install", "numba-cuda[cu12]=={numba_cuda}", course])
+        subprocess.check_call([*pip, "install", f"numba-cuda[{{cuda}}]=={numba_cuda}", course])
 import cudalearn
 
 cudalearn.setup();"""

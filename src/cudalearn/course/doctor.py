@@ -45,6 +45,11 @@ def _vtuple(v: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v.split("+")[0])[:3])
 
 
+def _base(v: str | None) -> str:
+    """'2.13.0+cpu' -> '2.13.0': a version without its local build tag."""
+    return (v or "").split("+")[0]
+
+
 def driver_cuda_version() -> tuple[int, int] | None:
     """The newest CUDA version the driver supports, e.g. (13, 0), or None (Chapter 0)."""
     for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
@@ -69,6 +74,24 @@ def toolkit_version() -> tuple[int, int] | None:
         return None
 
 
+def torch_cuda_version() -> str | None:
+    """The CUDA torch was built with (torch.version.cuda, e.g. '13.0'), or None: a CPU build or no torch."""
+    try:
+        import torch
+
+        return torch.version.cuda
+    except Exception:  # no torch, or a broken one: the versions table says which
+        return None
+
+
+def cuda_extra(env: dict[str, Any]) -> str:
+    """The numba-cuda extra whose NVRTC/NVVM wheels match torch's CUDA: 'cu13' or 'cu12' (Chapter 0).
+
+    The registry's Linux torch 2.13 is the CUDA 13 build (its cuda-toolkit==13.0.3 excludes the cu12
+    extra); Colab's torch, PyTorch's cu12x and CPU builds go with cu12."""
+    return "cu13" if _vtuple(env.get("torch_cuda"))[:1] == (13,) else "cu12"
+
+
 def collect() -> dict[str, Any]:
     """Read the mode, device, driver, toolkit and package versions into a dict (Chapter 0)."""
     from cudalearn.runtime import device
@@ -86,6 +109,7 @@ def collect() -> dict[str, Any]:
         "driver": driver_version(),
         "driver_cuda": driver_cuda_version(),
         "toolkit": toolkit_version(),
+        "torch_cuda": torch_cuda_version(),
         "python": found.pop("python"),
         "versions": found,
         "cuda13_wheels": sorted(
@@ -153,9 +177,22 @@ def diagnose(env: dict[str, Any]) -> list[Problem]:
                 True,
                 f"CUDA 13 wheels on a driver below 580 (driver {env.get('driver') or '?'}, "
                 f"CUDA {drv_cuda[0]}.{drv_cuda[1]})",
-                "CUDA 13 libraries need driver 580 or newer; kernels will fail to load.",
-                f"pip uninstall -y {' '.join(['cuda-bindings', *(env.get('cuda13_wheels') or [])])} && "
-                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}"',
+                "CUDA 13 libraries need driver 580 or newer; kernels will fail to load."
+                + (
+                    f" torch {v.get('torch')} is a CUDA {env['torch_cuda']} build too (the registry's"
+                    " Linux torch): it needs PyTorch's CUDA 12 build, from PyTorch's cu126 index."
+                    if cuda_extra(env) == "cu13"
+                    else ""
+                ),
+                (
+                    f'pip install "torch=={_base(v.get("torch"))}+cu126" --index-url '
+                    "https://download.pytorch.org/whl/cu126 && "
+                    if cuda_extra(env) == "cu13"
+                    else ""
+                )
+                + f"pip uninstall -y {' '.join(['cuda-bindings', *(env.get('cuda13_wheels') or [])])} && "
+                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}" (or update the NVIDIA driver to 580 or '
+                "newer; in the repository, python3 run.py course in a new .venv picks these itself)",
             )
         )
     elif env.get("mode") == "gpu" and drv_cuda and tk and tuple(tk) > tuple(drv_cuda):
@@ -181,15 +218,20 @@ def diagnose(env: dict[str, Any]) -> list[Problem]:
             )
         )
     if env.get("toolkit") is None:  # in sim mode too: book 02 and the labs compile kernels to real PTX
+        extra = cuda_extra(env)
+        wheel = "nvidia-cuda-nvrtc" if extra == "cu13" else "nvidia-cuda-nvrtc-cu12"
+        built = (
+            f"torch is built with CUDA {env['torch_cuda']}" if env.get("torch_cuda") else "torch has no CUDA"
+        )
         problems.append(
             Problem(
                 True,
-                "no CUDA NVRTC found for Numba (libnvrtc.so.12: the nvidia-cuda-nvrtc-cu12 wheel)",
+                f"no CUDA NVRTC found for Numba (libnvrtc.so.{extra[2:]}: the {wheel} wheel)",
                 "numba-cuda compiles kernels with NVRTC and libNVVM: without them every kernel fails on a "
                 "GPU, and book 02's PTX cell and the labs' compile checks fail in sim mode too "
-                "(DynamicLibNotFoundError: libnvrtc.so.13 or libnvrtc.so.12). The CUDA 12 wheels come with "
-                "numba-cuda's cu12 extra, a dependency of cudalearn.",
-                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}"',
+                f"(DynamicLibNotFoundError: libnvrtc.so.13 or libnvrtc.so.12). {built}: the matching wheels "
+                f"come with numba-cuda's {extra} extra (cudalearn[{extra}]; run.py picks it).",
+                f'pip install "numba-cuda[{extra}]=={PIN_NUMBA_CUDA}"',
             )
         )
     return problems
@@ -206,7 +248,8 @@ def _numba_cuda_mlir_problems(env: dict[str, Any]) -> list[Problem]:
                 "numba-cuda-mlir is imported as numba_cuda_mlir and provides no numba.cuda, which the "
                 "simulator, every notebook's own kernels and the sm_75 compile checks need; the course "
                 "runs on numba-cuda and uses numba-cuda-mlir beside it, in gpu mode.",
-                f'pip install "numba-cuda[cu12]=={PIN_NUMBA_CUDA}" (numba-cuda-mlir can stay installed)',
+                f'pip install "numba-cuda[{cuda_extra(env)}]=={PIN_NUMBA_CUDA}" (numba-cuda-mlir can stay '
+                "installed)",
             )
         ]
     if env.get("cuda_backend") == "numba-cuda-mlir":
@@ -239,6 +282,7 @@ def report(env: dict[str, Any] | None = None) -> str:
         ("memory", f"{mem / 2**30:.1f} GiB" if mem else "-"),
         ("driver", f"{env.get('driver') or 'not found'} (CUDA {fmt(env.get('driver_cuda'))})"),
         ("toolkit (NVRTC)", fmt(env.get("toolkit"))),
+        ("torch's CUDA", env.get("torch_cuda") or "none (a CPU build)"),
         ("python", env.get("python")),
     ]
     rows += [(name, ver or "not installed") for name, ver in env["versions"].items()]
