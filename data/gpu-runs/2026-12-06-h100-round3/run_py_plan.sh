@@ -1,10 +1,4 @@
-# GPU request (branch gpuinstall): run.py's CUDA choice read on a real NVIDIA machine
-
-No install (the GPU machine has no network): only what `run.py` reads from the driver and what it would
-choose, so the README's "Which CUDA" table is checked against a real driver's /proc entry and nvidia-smi.
-From the repository root, `$OUT` an output folder, any python3 (standard library only):
-
-```bash
+# run.py's CUDA choice read on the H100's driver (no install: the device has no network); writes $OUT/run_py_plan.json
 python3 -c 'import json, importlib.util, pathlib, os
 s = importlib.util.spec_from_file_location("run", "run.py"); r = importlib.util.module_from_spec(s); s.loader.exec_module(r)
 p = pathlib.Path("/proc/driver/nvidia/version")
@@ -12,7 +6,3 @@ out = {"proc_version": p.read_text() if p.exists() else None, "has_nvidia_gpu": 
        "driver_version": r.driver_version(), "driver_version_smi_only": r.driver_version(pathlib.Path("/nonexistent")),
        "plan": r.plan()._asdict()}
 pathlib.Path(os.environ["OUT"], "run_py_plan.json").write_text(json.dumps(out, indent=1)); print(json.dumps(out, indent=1))'
-```
-
-Expected on an H100 with driver 580 or newer: `driver_version` equal in both fields, `plan.extra == "cu13"`,
-`plan.torch_index == null`. Results: /work/gpu-results/gpuinstall/run_py_plan.json.
