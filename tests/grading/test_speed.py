@@ -11,6 +11,7 @@ from numba import cuda, float32
 
 import cudalearn
 from cudalearn.course import speed_rules
+from cudalearn.checks.guard import GUARD
 from cudalearn.course.speed_cases import CASES, case
 from cudalearn.grading import lab as lab_mod
 from cudalearn.grading import results, speed
@@ -385,3 +386,69 @@ def test_a_kernel_past_the_limit_stops_its_judge_and_holds_the_clock(monkeypatch
     assert got["status"] == "refused" and "past the time limit (2000 ms a launch)" in got["message"]
     assert speed.stuck()
     assert "not run" in speed.STUCK.format(limit=speed.LIMIT_MS)
+
+
+def _threads_past(name: str, consts: dict) -> bool:
+    """Whether the GPU-size launch of case `name` has threads past its output's last element (or row)."""
+    c = case(name)
+    grid, block = c.launch(consts)
+    shape = c.outputs(c.inputs(np.random.default_rng(0)))
+    out = next(iter(shape.values()))[0]
+    if name == "softmax_rows":  # a warp per row
+        return grid[0] * block[0] > 32 * out[0]
+    if name == "warp_sums":  # a thread per input element, 32 per output
+        return grid[0] * block[0] > 32 * out[0] - 31
+    if name == "transpose_no_conflict":  # a thread per element of src, the output's transpose
+        out = out[::-1]
+    if name == "matmul_regblock":
+        return blocks_past(out, (consts["BM"], consts["BN"]), grid)
+    if len(out) == 1:
+        return grid[0] * block[0] > out[0]
+    return grid[0] * block[0] > out[1] and grid[1] * block[1] > out[0]
+
+
+def blocks_past(out: tuple, tile: tuple, grid: tuple) -> bool:
+    """Whether a grid of (cols, rows) blocks of `tile` (rows, cols) elements reaches past `out` both ways."""
+    return grid[0] * tile[1] > out[1] and grid[1] * tile[0] > out[0]
+
+
+@pytest.mark.parametrize("tile", [16, 32, 64])
+def test_gpu_sizes_leave_threads_past_the_output_so_stray_stores_hit_the_guard_zones(tile):
+    consts = {"TILE": tile, "BLOCK": 256, "BM": tile, "BN": tile, "TM": 4, "TN": 4}
+    guarded = [n for n in CASES if n != "array_sum"]  # array_sum's one output is out[0]
+    assert [n for n in guarded if not _threads_past(n, consts)] == []
+
+
+def test_a_store_past_out_only_at_the_timed_size_is_caught():
+    """writes-outside (cheats.py) stores 64 elements past `out` only when n > 2**20: at the timed size."""
+    timed_case = case("vector_add")
+    zones = {}
+
+    class Device(FakeDevice):
+        def upload(self, host):
+            g = super().upload(host)
+            zones[id(g.view)] = g
+            return g
+
+    class PlantedOverrun:
+        """The plant's kernel, thread by thread in numpy over its launch (the simulator is too slow)."""
+
+        def __getitem__(self, config):
+            (grid,), (block,) = config[0], config[1]
+
+            def run(a, b, out):
+                n = out.shape[0]
+                out.copy_to_device(a.copy_to_host() + b.copy_to_host())  # threads i < n
+                stop = min(grid * block, n + 64)  # threads n <= i < n + 64 exist only past the data
+                if n > (1 << 20) and stop > n:
+                    g = zones[id(out)]
+                    flat = g.buffer.copy_to_host()
+                    flat[GUARD + n : GUARD + stop] = 0.0  # the guard zone after the array
+                    g.buffer.copy_to_device(flat)
+
+            return run
+
+    timed = bench.time_kernel(
+        PlantedOverrun(), timed_case, {}, Device(lambda k: 1.0), runs=1, warmup=0, seed=3
+    )
+    assert "elements outside `out` were written" in timed.cause, timed.cause
