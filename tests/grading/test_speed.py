@@ -10,8 +10,8 @@ import pytest
 from numba import cuda, float32
 
 import cudalearn
-from cudalearn.course import speed_rules
 from cudalearn.checks.guard import GUARD
+from cudalearn.course import speed_rules
 from cudalearn.course.speed_cases import CASES, case
 from cudalearn.grading import lab as lab_mod
 from cudalearn.grading import results, speed
