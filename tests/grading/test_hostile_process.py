@@ -2,7 +2,8 @@
 
 - a judge stuck in one long C call (a loop over a size the student's code returned): killed from outside
   at the notebook's deadline, its finished tests kept, nothing left behind;
-- a thread that survives its cell or call and re-forks busy processes in new sessions: the process ends;
+- a thread that survives its cell or call and re-forks busy processes in new sessions, or keeps launching
+  kernels: the process ends, and that exercise's tests fail saying why;
 - busy processes while a cell runs: each notebook has its own CPU share, the honest neighbour at -j 2
   keeps its marks;
 - the submission matcher on a 900,000-character cell and a 64 MiB notebook: seconds, and said;
@@ -77,6 +78,16 @@ CASES = {
         "    return (n + threads - 1) // threads",
         None,
         _want(("error", 0.0), ("passed", 2.0), ("error", 0.0)),
+    ),
+    "thread-launches-kernels": (  # a thread left launching kernels (speed cheats' spins-beside, simulated)
+        None,
+        "import threading\n\nimport numpy as np\n\n\n@cuda.jit\ndef _spin(x):\n"
+        "    x[cuda.grid(1)] += 1.0\n\n\ndef _busy():\n"
+        "    x = cuda.device_array(64, dtype=np.float32)\n"
+        "    while True:\n"
+        "        _spin[2, 32](x)\n\n\n"
+        "threading.Thread(target=_busy, daemon=True).start()\n\n\n" + plants.EX2_OK,
+        _want(("passed", 1.0), ("error", 0.0), ("passed", 1.0)),
     ),
     "cpu-hog": (  # busy processes in new sessions, and a cell that spins to its time limit
         "import ctypes\nimport os\n\nfor _ in range(6):\n"
@@ -192,6 +203,12 @@ def test_threads_left_running_end_with_their_process_and_the_feedback_says_so(gr
     for name in ("thread-reforks", "thread-in-call"):
         message = graded["by_case"][name].tests[0].message
         assert "left 1 thread(s) running" in message and "join" in message.lower(), message
+
+
+def test_a_thread_left_launching_kernels_ends_its_process_and_its_exercise_fails(graded):
+    """A thread that keeps the GPU busy beside the timed kernel (under the simulator): caught as it starts."""
+    message = graded["by_case"]["thread-launches-kernels"].tests[1].message
+    assert "your exercise 2 cell did not run" in message and "thread(s) running" in message, message
 
 
 def test_a_broken_helper_of_an_earlier_exercise_is_named(graded):

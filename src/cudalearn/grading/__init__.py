@@ -233,9 +233,15 @@ design it cannot change a verdict:
   with the judge's context, so the next notebook is timed within seconds.
   A state kept between calls, an output left from a warm-up, work skipped at
   the timed size, stores outside the output or into the inputs all fail a
-  timed run's check: zero speed points, the cause in the feedback. Other
-  streams, sleeps and threads that spin the GPU are out of reach: the host
-  code is not timed and the sandbox is ended first.
+  timed run's check: zero speed points, the cause in the feedback. The
+  timed sizes leave threads past the output's last element or row in the
+  last block, so a store past it at that size reaches a guard zone.
+  Other streams and sleeps are out of reach: the host code is not timed
+  and the sandbox is ended first. A thread left launching kernels to slow
+  the reference is ended with its process when its cell returns (above:
+  the cell fails, so that exercise's test and its speed points do too);
+  any GPU work the student's process still has queued ends with that
+  process, which the judge ends before it times anything.
 
 Limits: what is not defended
 ----------------------------
@@ -265,7 +271,8 @@ Limits: what is not defended
   notes.
 - On a GPU, where the CUDA driver starts threads of its own, only Python
   threads are looked for between requests: a thread started in C (through
-  ctypes) without Python survives until the process ends.
+  ctypes) without Python survives until the process ends (before any
+  timing, so it cannot slow a timed kernel).
 - A judge killed from outside at the notebook's deadline does not run the
   tests after the one it was running: they are timeouts.
 - Resemblance is the last way to find an answer: with more than 32 cells
