@@ -1,0 +1,20 @@
+"""Chapter 11's book checks: no multi-GPU run stored, one FSDP group's size."""
+
+import pytest
+
+from cudalearn.chapters.ch11 import claims, fsdp_fit
+
+
+def test_check_none_stored_passes_on_the_course_data():
+    claims.check_none_stored()
+
+
+def test_check_none_stored_raises_once_a_run_is_stored(monkeypatch):
+    monkeypatch.setattr(claims.reference, "lookup", lambda key: ({"gpus": 2}, None))
+    with pytest.raises(AssertionError, match="reread it"):
+        claims.check_none_stored(("ch11.fsdp_cap",))
+
+
+def test_block_params_counts_one_transformer_block():
+    d = fsdp_fit.MODELS["vit-1b"]["dim"]
+    assert fsdp_fit.block_params("vit-1b") == 12 * d * d + 13 * d  # attention 4d², MLP 8d², biases, norms
