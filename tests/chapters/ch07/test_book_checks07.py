@@ -31,3 +31,13 @@ def test_check_fragmented_raises_when_the_message_changes():
 )
 def test_ratio_band(ratio, words):
     assert words in activations.ratio_band(ratio)
+
+
+def test_batch_make_ms_takes_each_pass_median():
+    from cudalearn.chapters.ch07 import input_pipeline
+
+    def one(*spans):
+        return {"batches": [{"made": [0.0, s]} for s in spans]}
+
+    timeline = {"serial": one(1.0, 2.0, 9.0), "overlapped": one(5.0, 6.0, 7.0)}
+    assert input_pipeline.batch_make_ms(timeline) == (6.0, 2.0)
