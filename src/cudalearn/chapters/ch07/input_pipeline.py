@@ -197,3 +197,11 @@ def ideal_loader_schedule(
         rows.append({"worker": worker, "made": made, "wait": [asked_at, got[-1]], "copy": [got[-1]] * 2,
                      "step": step})  # fmt: skip
     return {"workers": workers, "pinned": workers > 0, "batch": None, "pass_ms": gpu_free, "batches": rows}
+
+
+def batch_make_ms(timeline: dict) -> tuple[float, float]:
+    """Chapter 7a: median ms to make a batch: (a worker, overlapped pass; the process alone, serial pass)."""
+    made = {
+        k: [r["made"][1] - r["made"][0] for r in timeline[k]["batches"]] for k in ("serial", "overlapped")
+    }
+    return float(np.median(made["overlapped"])), float(np.median(made["serial"]))

@@ -20,6 +20,7 @@ may allocate, to provoke an out-of-memory error on purpose.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -336,3 +337,29 @@ def oom_experiment(cfg: AlexNetConfig, batch: int, variants: dict[str, dict]) ->
         "capped": capped,
         "saved_measured": saved_by_unsplit_step(cfg, batch),
     }
+
+
+_UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def _error_bytes(error: str, pattern: str) -> float:
+    """The size in bytes that `pattern` (a regex with a number and a unit group) finds in `error`."""
+    found = re.search(pattern, error)
+    if found is None:
+        raise AssertionError(f"the out-of-memory message no longer matches {pattern!r}: reread Chapter 7")
+    return float(found.group(1)) * _UNITS[found.group(2)]
+
+
+def check_fragmented(error: str) -> None:
+    """Chapter 7: raise unless the OOM message's cached-but-unallocated bytes exceed the failed request.
+
+    The text reads the stored error as fragmentation: the cache held more
+    than the request, in pieces too small to serve it.
+    """
+    request = _error_bytes(error, r"Tried to allocate ([0-9.]+) (KiB|MiB|GiB)")
+    cached = _error_bytes(error, r"([0-9.]+) (KiB|MiB|GiB) is reserved by PyTorch but unallocated")
+    if cached <= request:
+        raise AssertionError(
+            f"the text says the cache held more than the failed request ({cached / 2**20:.0f} MiB cached, "
+            f"{request / 2**20:.0f} MiB requested): reread the paragraph on fragmentation"
+        )

@@ -8,7 +8,18 @@ notebook's own CPU or GPU processes ("this notebook").
 from __future__ import annotations
 
 from cudalearn.chapters.ch11 import ddp_scaling
+from cudalearn.measure import reference
 from cudalearn.measure.sources import Claim
+
+#: The multi-GPU runs of Chapter 11 and its deep dives, none of them stored yet (the text says so).
+GPU_KEYS = ("ch11.tp_mlp", "ch11.collectives", "ch11.ddp_scaling", "ch11.fsdp_cap")
+
+
+def check_none_stored(keys: tuple[str, ...] = GPU_KEYS) -> None:
+    """Chapters 11, 11a: raise if one of `keys` has a stored run, since the text says none does."""
+    stored = [key for key in keys if reference.lookup(key)[0] is not None]
+    if stored:
+        raise AssertionError(f"the text says no multi-GPU run of these is stored, yet {stored} is: reread it")
 
 
 def ddp_efficiency(figs: dict, row_name: str) -> tuple[int, float]:

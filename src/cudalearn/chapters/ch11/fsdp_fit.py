@@ -144,6 +144,12 @@ def param_shapes(name: str) -> list[tuple[int, ...]]:
         return [tuple(p.shape) for p in ViT(**MODELS[name]).parameters()]
 
 
+def block_params(name: str) -> int:
+    """Chapter 11: the parameters of one transformer block of `ViT(**MODELS[name])`, FSDP's unit here."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in ViT(**MODELS[name]).blocks[0].parameters())
+
+
 def shard_bytes_by_rank(shapes: list[tuple[int, ...]], world: int, recipe: str = "fp32-adam") -> list[dict]:
     """Chapter 11: each process's bytes when every parameter's first dimension is cut as FSDP2 cuts it.
 

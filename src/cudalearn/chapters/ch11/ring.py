@@ -34,6 +34,24 @@ import numpy as np
 import torch
 
 
+def follow_chunk(send: Sequence[Sequence[int]], c: int) -> tuple[list[int], int, list[int]]:
+    """Chapter 11: chunk c through a ring schedule (`send[s][r]`: the chunk r sends at step s).
+
+    Returns (the processes that add to it, the one where it ends complete,
+    the processes that copy it on); raises unless each sender passes on what
+    it received the step before, as the book's ring prints it.
+    """
+    n = len(send[0])
+    adders = [list(send[s]).index(c) for s in range(n - 1)]
+    owner = (adders[-1] + 1) % n  # the last receiver: the chunk has visited every process once
+    copiers = [list(send[s]).index(c) for s in range(n - 1, 2 * n - 2)]
+    if adders != [(c + k) % n for k in range(n - 1)] or owner != (c - 1) % n:
+        raise AssertionError(f"chunk {c} is summed along {adders}, not round the ring from process {c}")
+    if copiers != [(owner + k) % n for k in range(n - 1)]:
+        raise AssertionError(f"chunk {c} is copied along {copiers}, not round the ring from process {owner}")
+    return adders, owner, copiers
+
+
 class Message(NamedTuple):
     """One delivered send of a `Ring` (Chapter 11): step (from 0), ranks, chunk, bytes, and what it carried.
 
