@@ -1,5 +1,6 @@
-"""Deep dive 06d's candidates for a faster tensor-core GEMM (`tc_steps.VARIANTS`), run by the tracer,
-and the benchmark's bookkeeping of them (`bench_tc`: the probe in child processes, the goal's verdict)."""
+"""Deep dive 06d's fast step (`tc_steps.FAST`: 8 warps of 64 x 64, dynamic shared memory, 32-bit shared
+addresses, prefetched fragments) run by the tracer, and the benchmark's bookkeeping of candidate variants
+(`bench_tc`: the probe in child processes, the goal's verdict)."""
 
 import subprocess
 from types import SimpleNamespace
@@ -29,9 +30,19 @@ def _run(tiles, grid_n=1, grid_m=1, ktiles=None):
     return rep
 
 
-@pytest.mark.parametrize("name", list(tc_steps.VARIANTS))
-def test_each_variant_computes_the_product_without_bank_conflicts(name):
-    tiles = tc_steps.sim_tiles(tc_steps.VARIANTS[name])
+FAST = tc_steps.FAST_TILES
+#: the fast step, and the same without each of its parts (all timed on the H100: bench.tc.N4096)
+SHAPES = {
+    "fast": FAST,
+    "no prefetch": {**FAST, "prefetch": False},
+    "64-bit addresses": {**FAST, "addr32": False},
+    "4 warps of 64x64, static": {**FAST, "BN": 128, "WARPS_N": 2, "dynamic": False, "blocks": 2},
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_the_fast_step_and_its_parts_compute_the_product_without_bank_conflicts(name):
+    tiles = tc_steps.sim_tiles(SHAPES[name])
     rep = _run(tiles)
     lines = [s for s in rep.by_line.values() if "x4(" in s.source]
     warps, ksteps = tc_gemm.threads_per_block(tiles) // 32, tiles["BK"] // 16
@@ -41,30 +52,31 @@ def test_each_variant_computes_the_product_without_bank_conflicts(name):
     assert sum(s.shared_load_bank_conflicts for s in lines) == 0
 
 
-def test_grouped_blocks_cover_every_tile_once_with_a_short_last_group():
-    """3 block rows in groups of 2: the last group has one row; every tile written once (C starts NaN)."""
-    tiles = {**tc_steps.sim_tiles(tc_steps.VARIANTS["128x128, 4 warps of 64x64, a32, grouped"]), "group": 2}
-    _run(tiles, grid_n=2, grid_m=3)
+def test_the_fast_step_is_built_with_its_tiles_and_scaled_down_for_the_tracer():
+    kernel, tiles = tc_steps.build(None)[tc_steps.FAST]
+    assert tiles == tc_steps.sim_tiles(FAST) and tiles["BM"] == 64 and tiles["BN"] == 128
+    assert tc_parts.shared_bytes(FAST) == 3 * (128 + 256) * 16 * 4  # 72 KB: dynamic shared memory
 
 
 @pytest.mark.parametrize("ktiles", [1, 2])
 def test_prefetching_fragments_works_with_fewer_tiles_than_stages(ktiles):
-    _run(tc_steps.sim_tiles(tc_steps.VARIANTS["128x128, 4 warps of 64x64, a32, prefetch"]), ktiles=ktiles)
+    _run(tc_steps.sim_tiles(FAST), ktiles=ktiles)
 
 
 def test_shared_memory_above_48_kb_must_be_dynamic_and_pipelined():
-    w8 = dict(tc_steps.VARIANTS["128x256, 8 warps of 64x64, a32"])
-    assert tc_parts.shared_bytes(w8) == 3 * (128 + 256) * 16 * 4  # 72 KB: above the static 48 KB
+    w8 = dict(FAST)
     with pytest.raises(ValueError, match="48 KB static"):
         tc_gemm.make_tc_gemm(**{**w8, "dynamic": False})
     with pytest.raises(ValueError, match="pipelined"):
         tc_gemm.make_tc_gemm(**{**w8, "stages": 1})
     with pytest.raises(ValueError, match="227 KB"):
-        tc_gemm.make_tc_gemm(**{**w8, "BK": 64, "stages": 5})  # 240 KB
+        tc_gemm.make_tc_gemm(**{**w8, "BM": 256, "stages": 8})  # 8 x 512 rows x 64 bytes: 256 KB
 
 
 def test_the_probe_goes_on_after_a_failure_and_after_a_silent_crash(monkeypatch):
-    names = list(tc_steps.VARIANTS)
+    fake = {f"variant {i}": FAST for i in range(6)}
+    monkeypatch.setattr(bench_tc, "VARIANTS", fake)
+    names = list(fake)
     calls = []
 
     def fake_run(cmd, **kw):
@@ -88,7 +100,7 @@ def test_the_probe_goes_on_after_a_failure_and_after_a_silent_crash(monkeypatch)
 
 
 def test_the_verdict_counts_only_kernels_whose_error_is_small():
-    fast, slow = list(tc_steps.VARIANTS)[:2]
+    fast, slow = tc_steps.FAST, "cp.async pipeline"
     rows = [
         {"name": fast, "gflops": 500e3},
         {"name": slow, "gflops": 300e3},

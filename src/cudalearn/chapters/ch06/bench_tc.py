@@ -3,20 +3,20 @@
     CUDALEARN_MODE=gpu python3 scripts/bench_tc.py --out run.json   # N = 4096 on a GPU, stored as JSON
     python3 scripts/bench_tc.py                                     # a smoke test on the CPU tracer (N = 64)
 
-At N = sizes.size("ch6.tc_n") every candidate computes C = A @ B.T from the same float32 A, B (the
-FP16 ones from float16 copies) and is compared with the FP32 product (cuBLAS, TF32 off): its largest
-error relative to the largest |C|, recorded under `bench.tc.N{N}.error`. Then all are timed in one
-`timing.measure` call (`bench.tc.N{N}`): the 06d steps (`tc_gemm`: one warp a tile, a block tile
-with padded or swizzled shared rows, the cp.async pipeline), Chapter 6's two best float32 kernels
-and cuBLAS in FP16, TF32 and FP32. `bench.tc.N{N}.goal` judges issue 33's goal with the numbers of
-this run: the best 06d kernel at >= 50% of cuBLAS FP16 and >= 5x the best float32 kernel of the course.
-On a GPU the candidates for a faster pipeline (`tc_steps.VARIANTS`) are timed in the same run: each is
-first launched once at N = 512 in a child process (`probe`: a kernel that faults cannot take the run's
-CUDA context with it), and those that ran and computed the product join the candidates; what the probe
-found is `bench.tc.N{N}.probe`, their tiles `bench.tc.N{N}.variants`, each Numba kernel's registers,
-local and shared memory `bench.tc.N{N}.resources`. A kernel counts for the goal only with an error
-below `TOLERANCE`. `bench.tc.mlp` times Chapter 5's network's forward pass (`mlp_tc`) in FP16 on the
-tensor-core kernel against the same network's float32 forward pass (`TunedMLP`).
+At N = sizes.size("ch6.tc_n") every candidate computes C = A @ B.T from the same float32 A, B (the FP16 ones
+from float16 copies) and is compared with the FP32 product (cuBLAS, TF32 off): its largest error relative to
+the largest |C|, recorded under `bench.tc.N{N}.error`. Then all are timed in one `timing.measure` call
+(`bench.tc.N{N}`): the 06d steps (`tc_gemm`: one warp a tile, a block tile with padded or swizzled shared
+rows, the cp.async pipeline, its fast form `tc_steps.FAST`), Chapter 6's two best float32 kernels and cuBLAS
+in FP16, TF32 and FP32. `bench.tc.N{N}.goal` judges issue 33's goal with the numbers of this run: the best
+06d kernel at >= 50% of cuBLAS FP16 and >= 5x the best float32 kernel of the course. On a GPU the candidates
+for a faster pipeline (`tc_steps.VARIANTS`) are timed in the same run: each is first launched once at N =
+512 in a child process (`probe`: a kernel that faults cannot take the run's CUDA context with it), and those
+that ran and computed the product join the candidates; what the probe found is `bench.tc.N{N}.probe`, their
+tiles `bench.tc.N{N}.variants`, each Numba kernel's registers, local and shared memory
+`bench.tc.N{N}.resources`. A kernel counts for the goal only with an error below `TOLERANCE`. `bench.tc.mlp`
+times Chapter 5's network's forward pass (`mlp_tc`) in FP16 on the tensor-core kernel against the same
+network's float32 forward pass (`TunedMLP`).
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def candidates(n, cc, variants=(), kernels=None):
     found = {}
     built = {**build(cc), **build_variants(cc, list(variants))}
     for step, (kernel, tiles) in built.items():
+        if tiles and (n % tiles["BM"] or n % tiles["BN"]):  # the tracer's N is below this step's tile
+            continue
         found[step] = tc_call(kernel, tiles, a16, b16, bias, c32)
         if kernels is not None:
             kernels[step] = kernel
@@ -184,6 +186,8 @@ def resources(kernels, tiles) -> dict:
     from cudalearn.chapters.ch06.kernels import tc_parts
 
     def one(figure):  # one compiled signature: a number; several: {signature: number}
+        if isinstance(figure, dict) and len(figure) == 1:
+            return next(iter(figure.values()))
         return figure if not isinstance(figure, dict) else {str(s): v for s, v in figure.items()}
 
     out = {}
@@ -221,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.n or sizes.size("ch6.tc_n")
     cc = device.info().compute_capability
     variants = []
-    if device.mode() == "gpu" and not args.no_variants and tuple(cc) >= (8, 0):
+    if device.mode() == "gpu" and VARIANTS and not args.no_variants and tuple(cc) >= (8, 0):
         probed = probe(list(VARIANTS))
         reference.record(key(n) + ".probe", probed)
         print("variants launched once at N =", PROBE_N, "in a child process:")

@@ -1,8 +1,10 @@
 """The steps of deep dive 06d as callables: which kernels, their tiles, their launch on torch tensors (Ch. 6).
 
 `STEPS` names the steps (the one-warp kernel, the block tile with padded or swizzled rows, the cp.async
-pipeline); `build(cc)` makes those this device runs; `tc_call` is a ready-to-time launch of one on torch
-tensors (float16 A and B as uint32 words, `as_words`); `bench_tc` and `mlp_tc` use them.
+pipeline, and `FAST`: larger warp and block tiles, 32-bit shared addresses, prefetched fragments);
+`build(cc)` makes those this device runs; `VARIANTS` holds candidates a GPU run times beside them; `tc_call`
+is a ready-to-time launch of one on torch tensors (float16 A and B as uint32 words, `as_words`); `bench_tc`
+and `mlp_tc` use them.
 """
 
 from __future__ import annotations
@@ -14,49 +16,24 @@ import numpy as np
 from cudalearn.chapters.ch06.kernels import tc_gemm, tc_parts
 from cudalearn.runtime import device
 
-STEPS = {  # name -> tile overrides of make_tc_gemm (None: the one-warp kernel)
+#: step 4: the fastest of the variants timed on an H100 (bench.tc.N4096 of h100-2026-12-06-tc-variants.json):
+#: a 128 x 256 tile of 8 warps of 64 x 64 (32 mma.sync per 8 ldmatrix.x4 a k16 step), its 72 KB ring in
+#: dynamic shared memory, 32-bit shared addresses (addr32) and fragments double-buffered (prefetch)
+FAST = "128x256, 8 warps of 64x64, a32, prefetch"
+FAST_TILES = {
+    "BM": 128, "BN": 256, "BK": 32, "WARPS_M": 2, "WARPS_N": 4, "stages": 3, "layout": "swizzle",
+    "dynamic": True, "addr32": True, "prefetch": True, "blocks": 1,
+}  # fmt: skip
+STEPS = {  # name -> tile overrides of make_tc_gemm (None: the one-warp kernel), or all of them (step 4)
     "mma warp tile": None,
     "block tile, padded rows": {"stages": 1, "layout": "pad"},
     "block tile, swizzled rows": {"stages": 1, "layout": "swizzle"},
     "cp.async pipeline": {},
+    FAST: FAST_TILES,
 }
-
-
-#: candidates for a faster pipelined kernel (issue 33's goal), timed by `bench_tc` beside the steps:
-#: name -> full tiles on a GPU (the tracer runs them scaled down: `sim_tiles`)
-_P = {"BK": 32, "stages": 3, "layout": "swizzle", "addr32": True}
-_W4 = {**_P, "BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 2, "blocks": 2}  # 4 warps of 64 x 64
-_W8 = {**_P, "BM": 128, "BN": 256, "WARPS_M": 2, "WARPS_N": 4, "blocks": 1, "dynamic": True}  # 8 of them
-#: grouped: 16 block rows a group, so that the blocks resident at once (132 SMs of an H100, one or two
-#: blocks each) cover a squarer patch of C, reading fewer rows of A and columns of B from L2
-#: a32: 32-bit shared addresses (addr32); prefetch: fragments double-buffered (with BK = 64 its unrolled
-#: loop spills); launch_bounds' blocks: one an SM for 8 warps of 64 x 64 (255 registers a thread)
-VARIANTS = {
-    "128x128, 8 warps of 64x32, a32": {**tc_gemm.CONFIGS["gpu"], "addr32": True},
-    "128x128, 8 warps of 64x32, a32, grouped": {**tc_gemm.CONFIGS["gpu"], "addr32": True, "group": 16},
-    "128x128, 4 warps of 64x64, a32": _W4,
-    "128x128, 4 warps of 64x64, a32, grouped": {**_W4, "group": 16},
-    "128x128x64, 4 warps of 64x64, a32": {**_W4, "BK": 64, "dynamic": True},
-    "128x256, 8 warps of 64x64": {**_W8, "addr32": False},
-    "128x256, 8 warps of 64x64, a32": _W8,
-    "128x256, 8 warps of 64x64, a32, 4 stages": {**_W8, "stages": 4},
-    "128x256, 8 warps of 64x64, a32, 2 stages": {**_W8, "stages": 2, "dynamic": False},  # 48 KB static
-    "128x256, 8 warps of 64x64, a32, grouped": {**_W8, "group": 16},
-    "128x256x64, 8 warps of 64x64, a32": {**_W8, "BK": 64},
-    "128x128, 4 warps of 64x64, a32, prefetch": {**_W4, "prefetch": True},
-    "128x256, 8 warps of 64x64, a32, prefetch": {**_W8, "prefetch": True},
-    "128x256, 8 warps of 64x64, a32, prefetch, 4 stages": {**_W8, "prefetch": True, "stages": 4},
-    "128x256, 8 warps of 64x64, a32, prefetch, grouped": {**_W8, "prefetch": True, "group": 16},
-    "256x128, 8 warps of 64x64, a32, prefetch": {
-        **_W8,
-        "BM": 256,
-        "BN": 128,
-        "WARPS_M": 4,
-        "WARPS_N": 2,
-        "prefetch": True,
-    },
-    "256x128, 8 warps of 64x64, a32": {**_W8, "BM": 256, "BN": 128, "WARPS_M": 4, "WARPS_N": 2},
-}
+#: candidates for a faster kernel, timed by `bench_tc` beside the steps (name -> tiles on a GPU); the 17
+#: of 2026-12-06 were decided (their figures: bench.tc.N4096, their tiles: bench.tc.N4096.variants)
+VARIANTS: dict = {}
 
 
 def sim_tiles(tiles):
@@ -67,8 +44,9 @@ def sim_tiles(tiles):
 
 def tiles_for(step, cc):
     """The tiles of step or variant `step` in this mode (the tracer's small ones under the simulator)."""
-    if step in VARIANTS:
-        return sim_tiles(VARIANTS[step]) if device.mode() == "sim" else dict(VARIANTS[step])
+    full = VARIANTS.get(step) or (STEPS.get(step) if "BM" in (STEPS.get(step) or {}) else None)
+    if full is not None:
+        return sim_tiles(full) if device.mode() == "sim" else dict(full)
     base = tc_gemm.CONFIGS["sim" if device.mode() == "sim" else "gpu"]
     return {**base, **STEPS[step]}
 

@@ -12,12 +12,12 @@ by side in memory and ldmatrix needs no `.trans`. The kernels take the float16 a
   tile of A and a BN x BK tile of B into shared memory, then every warp loads its fragments with
   ldmatrix (x4: a 16 x 16 piece of A, or two 8 x 16 pieces of B) and runs mma.sync on them. The shared
   rows are laid out `plain`, `pad` (4 words more a row: Chapter 4's padding column, 16 bytes wide) or
-  `swizzle` (the 16-byte chunk c of row r stored at chunk c ^ ((r >> 1) & 3); with BK = 64, rows of
-  128 bytes, at c ^ (r & 7)), which the tracer's bank-conflict count tells apart; with `stages` > 1
-  the tiles come by cp.async (`async_copy`) into a ring of `stages` buffers, the pipeline of the
-  chapter's last FP32 step. Rings above 48 KB live in dynamic shared memory (`dynamic`), blocks may
-  walk the grid in groups of block rows for L2 reuse (`group`), and `addr32` makes ldmatrix's and
-  cp.async's shared addresses in 32 bits, so that constant offsets become immediates (`tc_parts`).
+  `swizzle` (the 16-byte chunk c of row r stored at chunk c ^ ((r >> 1) & 3)), which the tracer's
+  bank-conflict count tells apart; with `stages` > 1 the tiles come by cp.async (`async_copy`) into a
+  ring of `stages` buffers, the pipeline of the chapter's last FP32 step. Rings above 48 KB live in
+  dynamic shared memory (`dynamic`, `tc_parts`), `addr32` makes ldmatrix's and cp.async's shared
+  addresses in 32 bits, so that constant offsets become immediates, and `prefetch` double-buffers the
+  fragments (`tc_gemm_prefetch`): the fast step of 06d (`tc_steps.FAST`).
 
 Sizes must be multiples of the tiles (`check_shapes`); `launch(kernel, tiles, A, B, C, bias)` runs one.
 `shape` 'm16n8k16' (sm_80 and newer) or 'm16n8k8' (sm_75: a T4; two instructions per k16 step).
@@ -99,18 +99,8 @@ def make_warp_tile(shape="m16n8k16"):
     return cuda.jit(mma_warp_tile)
 
 
-def make_chunk(layout, KW=16):
-    """A device function (row, chunk) -> the word where 16-byte chunk `chunk` of shared row `row` starts.
-
-    `swizzle` rows of KW = 16 words (4 chunks, two rows a 128-byte line) or KW = 32 (8 chunks, a line)."""
-    if layout == "swizzle" and KW == 32:
-
-        @cuda.jit(device=True, inline="always")
-        def chunk_swizzled8(row, chunk):
-            """Chunk c of row r at c ^ (r & 7): 8 rows of one chunk hit the 8 bank quads of a line."""
-            return (chunk ^ (row & 7)) << 2
-
-        return chunk_swizzled8
+def make_chunk(layout):
+    """A device function (row, chunk) -> the word where 16-byte chunk `chunk` of shared row `row` starts."""
     if layout == "swizzle":
 
         @cuda.jit(device=True, inline="always")
@@ -139,7 +129,7 @@ def make_fetch(BM, BN, KW, RW, threads, layout, use_async, B_BASE=0, addr32=Fals
     """A device function that copies the tiles at word kw0 into stage `stage` of sA and sB (16 bytes a
     piece): by cp.async if `use_async` (sm_80+), else through registers. sB's rows start B_BASE words
     in (one dynamic shared array holds both rings: `make_shared`); `addr32`: `async_copy.copy16_a32`."""
-    chunk, CH = make_chunk(layout, KW), KW // 4
+    chunk, CH = make_chunk(layout), KW // 4
     A_PASSES, B_PASSES = BM * CH // threads, BN * CH // threads
     A_STAGE, B_STAGE = BM * RW, BN * RW  # words of a stage: whole 8-row groups, where a layout repeats
     copy16 = async_copy.copy16_a32 if addr32 else async_copy.copy16
@@ -232,7 +222,7 @@ def make_lane_offsets(KW, RW, layout):
     Lane l gives row l % 16 of A's 16 x 16 piece (chunk + 1 for lanes 16-31: k 8-15), and of B's two
     8-row pieces row l % 8 (+ 8 for lanes 16-31), chunk + 1 for lanes 8-15 and 24-31.
     """
-    chunk = make_chunk(layout, KW)
+    chunk = make_chunk(layout)
 
     @cuda.jit(device=True, inline="always")
     def lane_offsets(lane, a_first, b_first, a_off, b_off):
@@ -248,20 +238,19 @@ def make_lane_offsets(KW, RW, layout):
 
 def make_tc_gemm(
     BM, BN, BK, WARPS_M, WARPS_N, stages=1, layout="swizzle", shape="m16n8k16", relu=False, half=False,
-    dynamic=False, group=0, blocks=None, addr32=False, prefetch=False,
+    dynamic=False, blocks=None, addr32=False, prefetch=False,
 ):  # fmt: skip
     """Kernel (A, B, bias, C): C = A @ B.T + bias (ReLU'd if `relu`), a BM x BN tile a block of
     32 * WARPS_M * WARPS_N threads, fragments by ldmatrix from `layout` rows, cp.async if stages > 1.
     With `half`, C is float16 as uint32 words (m, n / 2), rounded to nearest: a next layer's input.
     `dynamic`: the rings in dynamic shared memory (above 48 KB; `tc_parts.launcher` launches it);
-    `group` > 0: blocks walk the grid `group` block rows at a time (`tc_parts.make_place`);
     `blocks`: the blocks an SM must fit (launch_bounds; default 2 if pipelined, else 1);
     `addr32`: ldmatrix and cp.async shared addresses in 32 bits (`async_copy.shared_address32`);
     `prefetch`: fragments double-buffered across steps and tiles (`tc_gemm_prefetch`; pipelined only)."""
     KW, PAD = BK // 2, 4 if layout == "pad" else 0
     RW, TM, TN = KW + PAD, BM // WARPS_M, BN // WARPS_N
     MI, NI, threads = TM // 16, TN // 8, 32 * WARPS_M * WARPS_N
-    if layout not in LAYOUTS or BK % 16 or TM % 16 or TN % 16 or (layout == "swizzle" and KW not in (16, 32)):
+    if layout not in LAYOUTS or BK % 16 or TM % 16 or TN % 16 or (layout == "swizzle" and KW != 16):
         raise ValueError(f"tiles {BM}x{BN}x{BK}, warps {WARPS_M}x{WARPS_N}, {layout}: see make_tc_gemm")
     if (BM * KW // 4) % threads or (BN * KW // 4) % threads:
         raise ValueError(f"{threads} threads cannot copy {BM}x{BK} and {BN}x{BK} tiles in 16-byte pieces")
@@ -278,7 +267,7 @@ def make_tc_gemm(
     warp_step = make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape, B_BASE=B_BASE, addr32=addr32)
     lane_offsets, KSTEPS = make_lane_offsets(KW, RW, layout), KW // 8
     load, multiply = make_fragments(BM, BN, KW, RW, MI, NI, shape, B_BASE, addr32)
-    shared, place = tc_parts.make_shared(A_ROWS, B_ROWS, RW, dynamic), tc_parts.make_place(BM, BN, group)
+    shared, place = tc_parts.make_shared(A_ROWS, B_ROWS, RW, dynamic), tc_parts.make_place(BM, BN)
     STAGES, RELU, HALF, pack = stages, relu, half, mma.pack_f16x2
     if stages > 1:
         commit, wait = async_copy.commit, async_copy.make_wait(stages - 2)

@@ -4,9 +4,7 @@
   and B: two static arrays (at most 48 KB a block), or one dynamic array sized at launch, B's rows
   after A's, for rings above 48 KB (an H100 gives a block up to 227 KB, but only to a kernel that asks:
   `allow_shared`);
-* `make_place(BM, BN, group)`: the device function giving a block the tile it computes: blockIdx as
-  is, or (`group` > 0) the grid walked `group` block rows at a time, so that the blocks running at
-  once share rows of A and columns of B in L2 ("block swizzling", as Triton's `GROUP_SIZE_M`);
+* `make_place(BM, BN)`: the device function giving a block the tile it computes;
 * `shared_bytes(tiles)`: the bytes of the rings; `launcher(kernel, tiles, grid, threads, args)`: a
   ready-to-time launch on a GPU, with the dynamic shared memory a `dynamic` kernel needs.
 """
@@ -59,23 +57,11 @@ def make_shared(A_ROWS, B_ROWS, RW, dynamic):
     return shared_static
 
 
-def make_place(BM, BN, group=0):
-    """A device function () -> (row0, col0): the first row and column of C this block computes."""
-    if group:
-        GROUP = group
+def make_place(BM, BN):
+    """A device function () -> (row0, col0): the first row and column of C this block computes.
 
-        @cuda.jit(device=True, inline="always")
-        def place_grouped():
-            """Blocks in launch order fill GROUP block rows column by column, then the next GROUP rows."""
-            gx, gy = cuda.gridDim.x, cuda.gridDim.y
-            pid = cuda.blockIdx.y * gx + cuda.blockIdx.x
-            per = GROUP * gx  # blocks of one group of block rows
-            first = (pid // per) * GROUP
-            rows = min(gy - first, GROUP)  # the last group may have fewer rows
-            i = pid % per
-            return (first + i % rows) * BM, (i // rows) * BN
-
-        return place_grouped
+    (Walking the grid in groups of 16 block rows, for L2 reuse, was slower on the H100 of 2026-12-06 for
+    every tile tried: bench.tc.N4096, the `grouped` variants.)"""
 
     @cuda.jit(device=True, inline="always")
     def place_plain():
