@@ -37,7 +37,14 @@ _PRELOAD = (
     "cudalearn.grading.judge",
     "cudalearn.compile.ptx",
     "cudalearn.grading.rebuild",
+    # the judge's notebook namespace (`cells.notebook_namespace`): IPython's shell and cell transformer
+    "IPython.core.interactiveshell",
+    "IPython.core.inputtransformer2",
+    "traitlets.config",
 )
+#: what a module the lab imports imports itself on first use, in every judge that uses it: PyTorch's
+#: optimisers and torch.fx import torch._dynamo (with SymPy and Triton), over a second of CPU per judge
+_ON_FIRST_USE = {"torch": ("torch._dynamo",)}
 
 
 class Judge:
@@ -131,10 +138,13 @@ class Server(forkserver.ForkServer):
 
 
 def preload_for(plan) -> tuple[str, ...]:
-    """The modules a lab's own cells (context and tests) import, and those of the checks they call."""
+    """The modules a lab's own cells (context and tests) import, those of the checks they call, what those
+    import on first use, and, for a lab with speed points, the judge's speed module (it imports nbformat:
+    a second of CPU)."""
     import ast
 
     from cudalearn import exercises
+    from cudalearn.grading import speed
     from cudalearn.grading.cells import without_magics
 
     names = []
@@ -153,6 +163,9 @@ def preload_for(plan) -> tuple[str, ...]:
             elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 if node.value.id == "exercises" and node.attr in exercises._WHERE:
                     names.append(f"cudalearn.{exercises._WHERE[node.attr]}")
+    names += [later for name in names for later in _ON_FIRST_USE.get(name, ())]
+    if speed.declarations(plan):
+        names.append("cudalearn.grading.speed")
     return tuple(dict.fromkeys(names))
 
 
