@@ -1,8 +1,10 @@
 """Judges forked from one warm process of a grade run, instead of a fresh Python each (instructors).
 
 A judge starts by choosing the run mode and importing NumPy, Numba, the checks and the tracer (and,
-for the labs that use it, PyTorch): about a second of CPU before it reads its job. A grade run
-starts one `Server` that does that once, with the modules the lab's own cells import, and then
+for the labs that use it, PyTorch): about a second of CPU before it reads its job, and as much again
+for what it imports later (IPython's shell, nbformat for speed points, torch._dynamo for an
+optimiser). A grade run starts one `Server` that does that once, with the modules the lab's own
+cells import and what those import on first use (`preload_for`), and then
 forks a judge for each submission: a fresh process, in its own session, with its standard input,
 output and error on the grader's pipes and the grader's environment, that runs `judge.main` as a
 judge started by `python -m cudalearn.grading.judge` does. The server runs no job and no student
