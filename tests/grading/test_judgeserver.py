@@ -79,3 +79,14 @@ def test_no_judge_is_forked_outside_the_simulator(monkeypatch):
             server.judge({**os.environ}, timeout=120)
     finally:
         server.close()
+
+
+def test_the_server_preloads_what_judges_import_on_first_use():
+    """IPython's shell for every lab, the speed module (nbformat) for a lab with speed points only, and
+    torch._dynamo (which PyTorch's optimisers import when first made) where the lab imports torch."""
+    preload = {
+        lab: judgeserver.preload_for(lab_mod.load(runner.solution_path(lab))) for lab in ("00", "03", "07")
+    }
+    assert "IPython.core.interactiveshell" in judgeserver._PRELOAD
+    assert "cudalearn.grading.speed" in preload["03"] and "cudalearn.grading.speed" not in preload["00"]
+    assert "torch._dynamo" in preload["07"] and "torch._dynamo" not in preload["03"]

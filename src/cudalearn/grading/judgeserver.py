@@ -1,8 +1,10 @@
 """Judges forked from one warm process of a grade run, instead of a fresh Python each (instructors).
 
 A judge starts by choosing the run mode and importing NumPy, Numba, the checks and the tracer (and,
-for the labs that use it, PyTorch): about a second of CPU before it reads its job. A grade run
-starts one `Server` that does that once, with the modules the lab's own cells import, and then
+for the labs that use it, PyTorch): about a second of CPU before it reads its job, and as much again
+for what it imports later (IPython's shell, nbformat for speed points, torch._dynamo for an
+optimiser). A grade run starts one `Server` that does that once, with the modules the lab's own
+cells import and what those import on first use (`preload_for`), and then
 forks a judge for each submission: a fresh process, in its own session, with its standard input,
 output and error on the grader's pipes and the grader's environment, that runs `judge.main` as a
 judge started by `python -m cudalearn.grading.judge` does. The server runs no job and no student
@@ -37,7 +39,14 @@ _PRELOAD = (
     "cudalearn.grading.judge",
     "cudalearn.compile.ptx",
     "cudalearn.grading.rebuild",
+    # the judge's notebook namespace (`cells.notebook_namespace`): IPython's shell and cell transformer
+    "IPython.core.interactiveshell",
+    "IPython.core.inputtransformer2",
+    "traitlets.config",
 )
+#: what a module the lab imports imports itself on first use, in every judge that uses it: PyTorch's
+#: optimisers and torch.fx import torch._dynamo (with SymPy and Triton), over a second of CPU per judge
+_ON_FIRST_USE = {"torch": ("torch._dynamo",)}
 
 
 class Judge:
@@ -131,10 +140,13 @@ class Server(forkserver.ForkServer):
 
 
 def preload_for(plan) -> tuple[str, ...]:
-    """The modules a lab's own cells (context and tests) import, and those of the checks they call."""
+    """The modules a lab's own cells (context and tests) import, those of the checks they call, what those
+    import on first use, and, for a lab with speed points, the judge's speed module (it imports nbformat:
+    a second of CPU)."""
     import ast
 
     from cudalearn import exercises
+    from cudalearn.grading import speed
     from cudalearn.grading.cells import without_magics
 
     names = []
@@ -153,6 +165,9 @@ def preload_for(plan) -> tuple[str, ...]:
             elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 if node.value.id == "exercises" and node.attr in exercises._WHERE:
                     names.append(f"cudalearn.{exercises._WHERE[node.attr]}")
+    names += [later for name in names for later in _ON_FIRST_USE.get(name, ())]
+    if speed.declarations(plan):
+        names.append("cudalearn.grading.speed")
     return tuple(dict.fromkeys(names))
 
 
