@@ -108,23 +108,37 @@ elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
         "cvta.to.global.u64 ga_, $1; cp.async.cg.shared.global [s32_], [ga_], 16; }"
     )
 
-    @intrinsic
-    def copy16(typingctx, dst, doff, src, soff):
-        """cp.async of 16 bytes: dst.flat[doff:doff + 4] (shared) <- src.flat[soff:soff + 4] (global)."""
-        # flat offsets address C-ordered rows: any other layout would copy the wrong elements
-        arrays = all(isinstance(a, types.Array) and a.dtype in _WORDS and a.layout == "C" for a in (dst, src))
-        if not (arrays and isinstance(doff, types.Integer) and isinstance(soff, types.Integer)):
-            return None
-        sig = types.void(dst, doff, src, soff)
+    def _copy16_intrinsic(asm, shared_operand, address):
+        """A cp.async of 16 bytes whose shared operand is `address`'s (`shared_operand` its constraint)."""
 
-        def codegen(context, builder, sig, args):
-            d = element_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1])
-            s = element_pointer(context, builder, sig.args[2], args[2], args[3], sig.args[3])
-            fty = ir.FunctionType(ir.VoidType(), [d.type, s.type])
-            builder.call(ir.InlineAsm(fty, _COPY16, "l,l,~{memory}", side_effect=True), [d, s])
-            return context.get_dummy_value()
+        @intrinsic
+        def copy(typingctx, dst, doff, src, soff):
+            # flat offsets address C-ordered rows: any other layout would copy the wrong elements
+            arrays = all(
+                isinstance(a, types.Array) and a.dtype in _WORDS and a.layout == "C" for a in (dst, src)
+            )
+            if not (arrays and isinstance(doff, types.Integer) and isinstance(soff, types.Integer)):
+                return None
+            sig = types.void(dst, doff, src, soff)
 
-        return sig, codegen
+            def codegen(context, builder, sig, args):
+                d = address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+                s = element_pointer(context, builder, sig.args[2], args[2], args[3], sig.args[3])
+                fty = ir.FunctionType(ir.VoidType(), [d.type, s.type])
+                builder.call(
+                    ir.InlineAsm(fty, asm, f"{shared_operand},l,~{{memory}}", side_effect=True), [d, s]
+                )
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return copy
+
+    # copy16: cp.async of 16 bytes, dst.flat[doff:doff + 4] (shared) <- src.flat[soff:soff + 4] (global)
+    copy16 = _copy16_intrinsic(_COPY16, "l", element_pointer)
+    # copy16_a32: the same with the shared address made in 32 bits outside the instruction
+    _COPY16_A32 = "{ .reg .u64 ga_; cvta.to.global.u64 ga_, $1; cp.async.cg.shared.global [$0], [ga_], 16; }"
+    copy16_a32 = _copy16_intrinsic(_COPY16_A32, "r", shared_address32)
 
     def _statement(text):
         """An intrinsic of no arguments that emits the PTX statement `text` (a compiler memory barrier)."""
@@ -141,25 +155,6 @@ elif numba_backend.choice().package == numba_backend.NUMBA_CUDA:
             return sig, codegen
 
         return statement
-
-    _COPY16_A32 = "{ .reg .u64 ga_; cvta.to.global.u64 ga_, $1; cp.async.cg.shared.global [$0], [ga_], 16; }"
-
-    @intrinsic
-    def copy16_a32(typingctx, dst, doff, src, soff):
-        """copy16 with the shared address made in 32 bits outside the instruction (`shared_address32`)."""
-        arrays = all(isinstance(a, types.Array) and a.dtype in _WORDS and a.layout == "C" for a in (dst, src))
-        if not (arrays and isinstance(doff, types.Integer) and isinstance(soff, types.Integer)):
-            return None
-        sig = types.void(dst, doff, src, soff)
-
-        def codegen(context, builder, sig, args):
-            d = shared_address32(context, builder, sig.args[0], args[0], args[1], sig.args[1])
-            s = element_pointer(context, builder, sig.args[2], args[2], args[3], sig.args[3])
-            fty = ir.FunctionType(ir.VoidType(), [d.type, s.type])
-            builder.call(ir.InlineAsm(fty, _COPY16_A32, "r,l,~{memory}", side_effect=True), [d, s])
-            return context.get_dummy_value()
-
-        return sig, codegen
 
     commit = _statement("cp.async.commit_group;")
     standins.register(copy16, _copy_at_once)  # traced on the CPU in gpu mode too (Chapter 6d)
