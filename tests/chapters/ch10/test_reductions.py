@@ -429,3 +429,15 @@ def test_bench_check_fails_a_candidate_that_writes_nothing():
     )
     with pytest.raises(AssertionError, match="idle"):
         idle()
+
+
+def test_the_profiled_child_launches_every_row_kernel_and_reads_its_sweeps():
+    """scripts/ncu_rows.py's child runs each row kernel on the chapter's shapes (here the simulator's),
+    and `dram_sweeps` reads a stored profile in reads of the whole array."""
+    from cudalearn.chapters.ch10 import profile_rows
+
+    sizes = profile_rows.launch_twice()
+    assert set(sizes) == {"softmax", "layernorm"} and all(s["rows"] > 0 for s in sizes.values())
+    one = 4 * sizes["softmax"]["rows"] * sizes["softmax"]["cols"]
+    profile = {"size": sizes, "metrics": {"softmax_warp": {"dram__bytes_read.sum": 1.5 * one}}}
+    assert profile_rows.dram_sweeps(profile, "softmax_warp") == 1.5

@@ -37,25 +37,28 @@ def launch_twice() -> dict:
     """Launch every row kernel twice on the chapter's GPU shapes; return the shapes (ncu's child, Ch. 10)."""
     import torch
 
-    import cudalearn
     from cudalearn.chapters.ch10.kernels import layernorm, softmax
     from cudalearn.runtime import launch
+    from cudalearn.runtime.device import mode, torch_device
     from cudalearn.runtime.numba_backend import cuda
+    from cudalearn.runtime.sizes import size
 
     sizes = {
-        "softmax": (cudalearn.size("ch10.softmax_rows"), cudalearn.size("ch10.softmax_cols")),
-        "layernorm": (cudalearn.size("ch10.ln_rows"), cudalearn.size("ch10.ln_cols")),
+        "softmax": (size("ch10.softmax_rows"), size("ch10.softmax_cols")),
+        "layernorm": (size("ch10.ln_rows"), size("ch10.ln_cols")),
     }
-    x, y = (torch.randn(*sizes["softmax"], device="cuda") for _ in range(2))
-    xl, yl = (torch.randn(*sizes["layernorm"], device="cuda") for _ in range(2))
-    g, b = torch.ones(sizes["layernorm"][1], device="cuda"), torch.zeros(sizes["layernorm"][1], device="cuda")
+    dev = torch_device()  # the GPU; the CPU under the simulator (a test runs it there, at small sizes)
+    x, y = (torch.randn(*sizes["softmax"], device=dev) for _ in range(2))
+    xl, yl = (torch.randn(*sizes["layernorm"], device=dev) for _ in range(2))
+    g, b = torch.ones(sizes["layernorm"][1], device=dev), torch.zeros(sizes["layernorm"][1], device=dev)
     for _ in range(2):
         for name in SOFTMAX_KERNELS:
             softmax.launch_rows(getattr(softmax, name), launch.cuda_view(x), launch.cuda_view(y))
         for name in LAYERNORM_KERNELS:
             views = (launch.cuda_view(t) for t in (xl, yl, g, b))
             softmax.launch_rows(getattr(layernorm, name), *views, 1e-5)
-    cuda.synchronize()
+    if mode() == "gpu":
+        cuda.synchronize()
     return {k: {"rows": r, "cols": c} for k, (r, c) in sizes.items()}
 
 
