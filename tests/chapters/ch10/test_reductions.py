@@ -15,7 +15,7 @@ from numba import cuda
 from cudalearn import trace
 from cudalearn.chapters.ch10 import bench
 from cudalearn.chapters.ch10.kernels import attention, layernorm, reductions, softmax
-from cudalearn.compile import ptx
+from cudalearn.compile import ptx, toolchain
 from cudalearn.measure import timing
 from cudalearn.runtime import launch
 
@@ -365,7 +365,8 @@ def test_no_float64_in_the_ptx_and_shuffles_where_promised():
 @pytest.mark.parametrize("cc", [ptx.T4, (9, 0)])
 def test_the_rows_held_in_registers_use_no_local_memory(cc):
     """The per-thread `vals` arrays of the register kernels: loops of constant trip count, unrolled,
-    so the array lives in registers (no .local in the PTX)."""
+    so the array lives in registers: no .local in the PTX, and ptxas (which allocates the registers,
+    after the PTX) spills none and needs no stack frame (book 10c reads this)."""
     assert 48 <= 32 * softmax.SOFTMAX_VALS < 300 and 768 <= 32 * layernorm.LN_VALS < 800
     for module, name in (
         (softmax, "softmax_registers"),
@@ -378,6 +379,12 @@ def test_the_rows_held_in_registers_use_no_local_memory(cc):
         except ptx.CompilerUnavailable as e:
             pytest.skip(f"no real CUDA compiler here: {e}")
         assert ".local" not in text, f"{name}: vals in local memory on sm_{cc[0]}{cc[1]}"
+        try:
+            figures = toolchain.compile_report(text, cc)["ptxas"]
+        except RuntimeError as e:
+            pytest.skip(f"no ptxas here: {e}")
+        local = {k: figures[k] for k in ("spill_store_bytes", "spill_load_bytes", "stack_bytes")}
+        assert not any(local.values()), f"{name}: ptxas uses local memory on sm_{cc[0]}{cc[1]}: {local}"
 
 
 def _results(key, ms, size):
@@ -422,3 +429,15 @@ def test_bench_check_fails_a_candidate_that_writes_nothing():
     )
     with pytest.raises(AssertionError, match="idle"):
         idle()
+
+
+def test_the_profiled_child_launches_every_row_kernel_and_reads_its_sweeps():
+    """scripts/ncu_rows.py's child runs each row kernel on the chapter's shapes (here the simulator's),
+    and `dram_sweeps` reads a stored profile in reads of the whole array."""
+    from cudalearn.chapters.ch10 import profile_rows
+
+    sizes = profile_rows.launch_twice()
+    assert set(sizes) == {"softmax", "layernorm"} and all(s["rows"] > 0 for s in sizes.values())
+    one = 4 * sizes["softmax"]["rows"] * sizes["softmax"]["cols"]
+    profile = {"size": sizes, "metrics": {"softmax_warp": {"dram__bytes_read.sum": 1.5 * one}}}
+    assert profile_rows.dram_sweeps(profile, "softmax_warp") == 1.5

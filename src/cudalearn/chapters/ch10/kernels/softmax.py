@@ -155,11 +155,12 @@ def softmax_registers(x, y):
     the row holds -inf, whose exp is 0), then takes the maximum and the sum
     from registers and writes once: one read of the row instead of three.
     The loops over `vals` have constant trip counts, so the compiler
-    unrolls them and keeps `vals` in registers. Its indices are built from
+    unrolls them and keeps `vals` in registers (ptxas spills none: book
+    10c prints its report). Its indices are built from
     `uint32` values: a signed index may be negative (Python's x[-1]), so an
     access with one picks between j and j + length, which also stops the
     column offset being folded into the address; unsigned indices need
-    neither (half the instructions executed, in Chapter 10's probe).
+    neither (book 10c compares the two in the PTX).
     `mine` is how many columns of the row the lane holds. `launch_rows`
     refuses rows longer than 32 * SOFTMAX_VALS.
     """

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Nsight Compute on Chapter 10's row kernels (softmax and LayerNorm): where their bytes come from.
+
+    python3 scripts/ncu_rows.py gpu --out "$OUT/ncu-rows.json"   # on a GPU with ncu
+
+One ncu process runs `launch` (`cudalearn.chapters.ch10.profile_rows.launch_twice`); the second launch
+of each kernel is kept. The JSON is a stored reference run (key `ch10.ncu_rows`): per kernel, time,
+DRAM bytes read and written, instructions executed, registers, active warps, global load requests and
+sectors, and (where ncu accepts them) the L1 hit rate of global loads and the L2 sectors L1 read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+
+from cudalearn.chapters.ch10 import profile_rows
+from cudalearn.compile import toolchain
+from cudalearn.measure import reference
+
+
+def cmd_gpu(out_path: str) -> int:
+    """Profile the row kernels under ncu and write the stored JSON."""
+    import cudalearn
+
+    info = cudalearn.setup("gpu")
+    ncu = toolchain.find_ncu()
+    if ncu is None:
+        print("ncu not found", file=sys.stderr)
+        return 1
+    child = toolchain.child_command(__file__, "launch")
+    for metrics in (profile_rows.CORE_METRICS + profile_rows.EXTRA_METRICS, profile_rows.CORE_METRICS):
+        prof = toolchain.profile(
+            ncu, child, profile_rows.KERNELS, metrics=metrics, launch="last", all_processes=False, timeout=300
+        )
+        if prof.failure() is None and set(prof.metrics) == set(profile_rows.KERNELS):
+            break
+        why = prof.failure() or f"kernels parsed: {sorted(prof.metrics)}"
+        print(f"ncu with {len(metrics)} metrics failed:\n{why}", file=sys.stderr)
+    else:
+        return 1
+    size = json.loads([line for line in prof.stdout.splitlines() if line.startswith("{")][-1])
+    result = {
+        "device": info.device,
+        "compute_capability": list(info.compute_capability or ()),
+        "date": datetime.date.today().isoformat(),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "versions": toolchain.ncu_versions(ncu),
+        "size": size,
+        "metrics": toolchain.no_nan(prof.metrics),
+    }
+    stored = reference.from_ncu(result, "ch10.ncu_rows", "scripts/ncu_rows.py")
+    Path(out_path).write_text(reference.dumps(stored, sort_figures=False))
+    for name, m in prof.metrics.items():
+        print(f"{name:18s} " + "  ".join(f"{k.split('.')[0]}={v}" for k, v in m.items()))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("launch")
+    gpu = sub.add_parser("gpu")
+    gpu.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    if args.cmd == "launch":
+        import cudalearn
+
+        cudalearn.setup("gpu")
+        print(json.dumps(profile_rows.launch_twice()))
+        return 0
+    return cmd_gpu(args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
