@@ -16,10 +16,8 @@ reads with `reference.lookup("ch5.ncu_chain")`.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
-from pathlib import Path
 
 from cudalearn.compile import toolchain
 from cudalearn.measure import reference
@@ -82,18 +80,15 @@ def cmd_gpu(out_path: str) -> int:
         why = prof.error or prof.text[-3000:]
         print(f"ncu exit {prof.returncode}; parsed {sorted(metrics)}\n{why}", file=sys.stderr)
         return 1
-    size = json.loads([line for line in prof.stdout.splitlines() if line.startswith("{")][-1])
-    result = {
-        "device": info.device,
-        "compute_capability": list(info.compute_capability or ()),
-        "date": datetime.date.today().isoformat(),
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "versions": toolchain.ncu_versions(ncu),
-        "size": size,
-        "metrics": toolchain.no_nan(metrics),
-    }
-    stored = reference.from_ncu(result, "ch5.ncu_chain", "scripts/ncu_chain.py")
-    Path(out_path).write_text(reference.dumps(stored, sort_figures=False))
+    reference.write_ncu_run(
+        out_path,
+        info,
+        toolchain.ncu_versions(ncu),
+        prof.stdout,
+        toolchain.no_nan(metrics),
+        "ch5.ncu_chain",
+        "scripts/ncu_chain.py",
+    )
     for name, m in metrics.items():
         print(f"{name:26s} " + "  ".join(f"{k.split('.')[0]}={v}" for k, v in m.items()))
     return 0

@@ -12,10 +12,8 @@ sectors, and (where ncu accepts them) the L1 hit rate of global loads and the L2
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
-from pathlib import Path
 
 from cudalearn.chapters.ch10 import profile_rows
 from cudalearn.compile import toolchain
@@ -42,18 +40,15 @@ def cmd_gpu(out_path: str) -> int:
         print(f"ncu with {len(metrics)} metrics failed:\n{why}", file=sys.stderr)
     else:
         return 1
-    size = json.loads([line for line in prof.stdout.splitlines() if line.startswith("{")][-1])
-    result = {
-        "device": info.device,
-        "compute_capability": list(info.compute_capability or ()),
-        "date": datetime.date.today().isoformat(),
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "versions": toolchain.ncu_versions(ncu),
-        "size": size,
-        "metrics": toolchain.no_nan(prof.metrics),
-    }
-    stored = reference.from_ncu(result, "ch10.ncu_rows", "scripts/ncu_rows.py")
-    Path(out_path).write_text(reference.dumps(stored, sort_figures=False))
+    reference.write_ncu_run(
+        out_path,
+        info,
+        toolchain.ncu_versions(ncu),
+        prof.stdout,
+        toolchain.no_nan(prof.metrics),
+        "ch10.ncu_rows",
+        "scripts/ncu_rows.py",
+    )
     for name, m in prof.metrics.items():
         print(f"{name:18s} " + "  ".join(f"{k.split('.')[0]}={v}" for k, v in m.items()))
     return 0

@@ -239,3 +239,20 @@ def test_adopt_moves_the_rerun_keys_out_of_the_older_files_and_notes_where(tmp_p
         "h100.json (2026-12-07, NVIDIA H100)"
     )
     assert not (tmp_path / "h200-two.json").exists()  # its only figure went to the H100 run
+
+
+def test_write_ncu_run_stores_the_profile_under_its_key_with_the_launch_size(tmp_path):
+    """scripts/ncu_chain.py and ncu_rows.py: the device header lifted, the child's last JSON line the size."""
+
+    class Info:
+        device, compute_capability = "NVIDIA H100 80GB HBM3", (9, 0)
+
+    out = tmp_path / "run.json"
+    stdout = 'noise\n{"n": 1}\nmore\n{"rows": 8, "cols": 197}\n'
+    metrics = {"softmax_warp": {"dram__bytes_read.sum": 1.0}}
+    versions = {"numba-cuda": "0.30.4"}
+    reference.write_ncu_run(out, Info(), versions, stdout, metrics, "ch10.ncu_rows", "scripts/x.py")
+    data = json.loads(out.read_text())
+    assert data["device"] == "NVIDIA H100 80GB HBM3" and data["compute_capability"] == [9, 0]
+    assert data["source"] == "scripts/x.py" and data["versions"] == {"numba-cuda": "0.30.4"}
+    assert data["figures"]["ch10.ncu_rows"] == {"size": {"rows": 8, "cols": 197}, "metrics": metrics}

@@ -238,6 +238,28 @@ def duplicate_keys(runs: Sequence[StoredRun]) -> dict[str, list[str]]:
     return {key: names for key, names in where.items() if len(names) > 1}
 
 
+def write_ncu_run(
+    out_path: str | Path, info: Any, versions: dict, stdout: str, metrics: dict, key: str, source: str
+) -> None:
+    """Store a Nsight Compute script's profile as a run at `out_path` (scripts/ncu_chain.py, ncu_rows.py).
+
+    `info` is the device's (`device`, `compute_capability`); the launch child's last JSON line in
+    `stdout` is the profile's `size`; `metrics` are the kernels' counters.
+    """
+    size = json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])
+    now = _dt.datetime.now(_dt.UTC)
+    result = {
+        "device": info.device,
+        "compute_capability": list(info.compute_capability or ()),
+        "date": now.date().isoformat(),
+        "created": now.isoformat(timespec="seconds"),
+        "versions": versions,
+        "size": size,
+        "metrics": metrics,
+    }
+    Path(out_path).write_text(dumps(from_ncu(result, key, source), sort_figures=False))
+
+
 def from_ncu(result: dict[str, Any], key: str, source: str) -> dict[str, Any]:
     """A Nsight Compute script's result as a stored run: its header lifted, the rest the figures of `key`.
 
