@@ -90,7 +90,7 @@ def comparison_claims(seen: dict, flop_share: float) -> list[Claim]:
 
 
 def division_claims() -> list[Claim]:
-    """Book 9a's claim: integer divisions cost instructions (patchify against patchify_fast, stored)."""
+    """Book 9a's claim: integer divisions cost instructions (patchify vs patchify_fast: confounded)."""
     return [
         Claim(
             "Integer division and modulo are costly: up to 20 instructions each",
@@ -101,8 +101,11 @@ def division_claims() -> list[Claim]:
                 if without_divisions(f)
                 else "patchify_fast is not in the stored run"
             ),
-            holds=lambda f: bool(without_divisions(f)) and without_divisions(f) > 2,
-            note="patchify_fast also has more loads in flight",
+            # A speed ratio cannot isolate the divisions: no verdict while it is consistent with the
+            # claim, "does not hold" when patchify_fast is not clearly faster.
+            holds=lambda f: None if (without_divisions(f) or 0) > 2 else False,
+            note="consistent with it, not isolated: patchify_fast also has 6 loads in flight (not 1) and "
+            "another block shape; exercises 1 and 2 separate the causes",
         ),
     ]
 
