@@ -157,12 +157,13 @@ def preload_for(plan) -> tuple[str, ...]:
             tree = ast.parse(without_magics(cell.source))
         except SyntaxError:
             continue
-        for node in ast.walk(tree):
+        for node in tree.body:  # top-level imports only: the setup cell's Colab branch never runs here
             if isinstance(node, ast.Import):
                 names += [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 if node.value.id == "exercises" and node.attr in exercises._WHERE:
                     names.append(f"cudalearn.{exercises._WHERE[node.attr]}")
     names += [later for name in names for later in _ON_FIRST_USE.get(name, ())]
