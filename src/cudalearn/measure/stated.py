@@ -43,7 +43,9 @@ def wrap(text: str) -> str:
 def stored(key: str) -> tuple[dict[str, Any] | None, str]:
     """(the stored figures of `key` or None, the run they come from: device, date, numba-cuda)."""
     figures, data = reference.lookup(key)
-    return figures, reference.label(data, key) if figures is not None else "no stored run"
+    return figures, reference.label(
+        data, key
+    ) if figures is not None else "no reference GPU run is stored for this figure yet"
 
 
 def one_run(*keys: str) -> bool:

@@ -116,6 +116,22 @@ def is_type(value) -> bool:
     return False
 
 
+def allow_dynamic_shared(kernel, args: tuple, nbytes: int) -> None:
+    """Let `kernel`, compiled for the types of `args`, launch with `nbytes` of dynamic shared memory (06d).
+
+    Above 48 KB a kernel must opt in: cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    in CUDA C++ (Programming Guide, "Shared Memory", compute capability 8.x and 9.x). numba-cuda 0.30.4
+    has no option for it, so this sets it the way numba-cuda sets a kernel's shared-memory carveout:
+    cuKernelSetAttribute on the compiled kernel, for the current device.
+    """
+    from numba import typeof
+    from numba.cuda.cudadrv import driver as drv
+
+    cufunc = kernel.compile(tuple(typeof(a) for a in args))._codelibrary.get_cufunc()
+    attr = drv.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    drv.driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cufunc.device.id)
+
+
 def synchronize() -> None:
     """Wait for the GPU work of every Numba CUDA package this process imported (Chapter 0)."""
     for cuda in loaded_cuda_modules():

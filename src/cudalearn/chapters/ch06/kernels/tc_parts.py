@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from cudalearn.runtime import numba_backend
 from cudalearn.runtime.numba_backend import SIMULATOR, cuda, uint32
 
 SIGNATURES: dict = {}  # device-function factories only: they compile inside tc_gemm's kernels
@@ -72,22 +73,11 @@ def make_place(BM, BN):
 
 
 def allow_shared(kernel, args, nbytes) -> None:
-    """Compile `kernel` for `args` and let it launch with `nbytes` of dynamic shared memory (a GPU).
-
-    Above 48 KB a kernel must opt in: cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
-    in CUDA C++ (Programming Guide, "Shared Memory", compute capability 8.x and 9.x). numba-cuda 0.30.4
-    has no option for it, so this sets it the way numba-cuda sets a kernel's shared-memory carveout:
-    cuKernelSetAttribute on the compiled kernel, for the current device.
-    """
+    """Compile `kernel` for `args` and let it launch with `nbytes` of dynamic shared memory (a GPU): above
+    48 KB a kernel must opt in (`numba_backend.allow_dynamic_shared`)."""
     if nbytes <= STATIC_LIMIT:
         return
-    from numba import typeof
-    from numba.cuda.cudadrv import driver as drv
-
-    compiled = kernel.compile(tuple(typeof(a) for a in args))
-    cufunc = compiled._codelibrary.get_cufunc()
-    attr = drv.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    drv.driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cufunc.device.id)
+    numba_backend.allow_dynamic_shared(kernel, tuple(args), nbytes)
 
 
 def launcher(kernel, tiles, grid, threads, args):
