@@ -202,8 +202,10 @@ def test_run_py_course_opens_chapter0_in_jupyterlab_and_runs_it_under_the_simula
 
                 # Lab 0: its setup and import cells, the first exercise's stub, then its check fails.
                 page.goto(f"{base}/lab/tree/{LAB.as_posix()}?token={token}", timeout=60_000)
-                # chapter 0's panel is restored too, behind the lab's: the lab's prompts are the visible ones
-                prompt = page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputPrompt:visible").first
+                # chapter 0's panel is restored too, behind the lab's, and its prompts can count as visible
+                # (JupyterLab hides a background tab without display: none): take the lab's panel by its title
+                lab_panel = page.locator(".jp-NotebookPanel", has_text="Lab 0 ·")
+                prompt = lab_panel.locator(".jp-CodeCell .jp-InputPrompt").first
                 prompt.wait_for(timeout=60_000)
                 kernel_idle.wait_for(timeout=START_S * 1000)
                 prompt.click()
