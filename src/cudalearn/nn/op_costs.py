@@ -118,7 +118,7 @@ def _device_us(evt) -> float:
 
 
 def time_shares(step: Callable[[], object], *, cuda: bool, repeat: int = 3) -> dict[str, float]:
-    """Share of the time of `step()` in matmuls, convolutions and the rest, from torch.profiler (Chapter 9).
+    """Share of `step()`'s time in matmuls, convolutions and the rest (torch.profiler, Chapter 9).
 
     Each operator's *self* time is counted (on the GPU the time of the
     kernels it launched, on the CPU its own CPU time), so nested operators

@@ -61,9 +61,9 @@ PATCHES_PER_THREAD = 2
 
 @functools.cache
 def patchify_fast(channels: int, p: int):
-    """Patchify compiled for C = `channels` and p: img (B, C, H, W) -> out (B, N, C*p*p), float32 (Chapter 9).
+    """Patchify compiled for C = `channels` and p: (B, C, H, W) -> (B, N, C*p*p) (Chapter 9).
 
-    The same copy as `patchify` without its per-element arithmetic. C and
+    The same float32 copy as `patchify` without its per-element arithmetic. C and
     p are compile-time constants of the kernel (one compilation per pair,
     cached), so `// P` is a shift or a multiply and the loops over
     channels unroll. Each thread owns one pixel (r, s) of a patch and

@@ -47,7 +47,7 @@ def num_patches(h: int, w: int, p: int) -> int:
 
 
 def patchify_reshape(x: torch.Tensor, p: int) -> torch.Tensor:
-    """(B, C, H, W) -> (B, N, C*p*p) with reshape and permute: a strided view, then one copy (Chapter 9)."""
+    """(B, C, H, W) -> (B, N, C*p*p) by reshape and permute: a view, then one copy (Chapter 9)."""
     b, c, h, w = x.shape
     n = num_patches(h, w, p)
     grid = x.reshape(b, c, h // p, p, w // p, p)  # (b, c, i, r, j, s): only a view
@@ -55,7 +55,7 @@ def patchify_reshape(x: torch.Tensor, p: int) -> torch.Tensor:
 
 
 def patchify_unfold(x: torch.Tensor, p: int) -> torch.Tensor:
-    """(B, C, H, W) -> (B, N, C*p*p) with F.unfold, the im2col of a convolution of stride p (Chapter 9)."""
+    """(B, C, H, W) -> (B, N, C*p*p) with F.unfold, im2col with stride p (Chapter 9)."""
     num_patches(x.shape[2], x.shape[3], p)
     return F.unfold(x, kernel_size=p, stride=p).transpose(1, 2)
 
@@ -63,7 +63,7 @@ def patchify_unfold(x: torch.Tensor, p: int) -> torch.Tensor:
 def patchify_numba_launch(
     x: torch.Tensor, p: int, threads: int = 128
 ) -> tuple[Callable[[], None], torch.Tensor]:
-    """(launch, out): `launch()` runs the Numba patchify kernel on x (B, C, H, W) into out (B, N, C*p*p).
+    """(launch, out): `launch()` runs the patchify kernel on x (B, C, H, W) into out (B, N, C*p*p).
 
     x must be a contiguous float32 tensor. A CUDA tensor is handed to Numba
     without a copy through the CUDA array interface; under the simulator
@@ -105,7 +105,7 @@ def unpatchify(tokens: torch.Tensor, p: int, h: int, w: int) -> torch.Tensor:
 
 
 class PatchEmbedding(nn.Module):
-    """The ViT's first layer, Conv2d(C, D, kernel=p, stride=p): images -> tokens (B, N, D) (Chapter 9).
+    """A ViT's first layer, Conv2d(C, D, p, stride=p): images -> tokens (B, N, D) (Chapter 9).
 
     With `gemm=True` the same map is computed in its GEMM form, a
     Linear(C*p*p, D) on `patchify_reshape(x, p)`.
@@ -128,15 +128,15 @@ class PatchEmbedding(nn.Module):
 
 
 def linear_from_conv(conv: nn.Conv2d) -> nn.Linear:
-    """The Linear(C*p*p, D) on flattened patches equal to a Conv2d(C, D, p, stride=p): same weights, reshaped.
+    """The Linear(C*p*p, D) on flat patches equal to conv = Conv2d(C, D, p, stride=p) (Chapter 9).
 
     The conv weight (D, C, p, p) becomes the matrix (D, C*p*p) whose row d
     is filter d flattened in (channel, row, column) order, the order of the
-    patch vectors; the bias is shared (Chapter 9).
+    patch vectors: the same weights, reshaped; the bias is shared.
     """
     d, c, kh, kw = conv.weight.shape
     if (kh, kw) != tuple(conv.stride) or kh != kw or conv.padding not in ((0, 0), 0, "valid"):
-        raise ValueError("only a square Conv2d with kernel = stride and no padding is a patch embedding")
+        raise ValueError("a patch embedding is a square Conv2d with kernel = stride, no padding")
     lin = nn.Linear(c * kh * kw, d, bias=conv.bias is not None)
     lin = lin.to(device=conv.weight.device, dtype=conv.weight.dtype)
     with torch.no_grad():
@@ -268,7 +268,7 @@ def block_flops(tokens: int, dim: int, mlp_ratio: int = 2) -> dict[str, int]:
     return {"projections": 8 * n * d * d, "mlp": 4 * mlp_ratio * n * d * d, "attention": 4 * n * n * d}
 
 
-def receptive_field(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, index: tuple) -> np.ndarray:
+def receptive_field(fn: Callable[..., torch.Tensor], x: torch.Tensor, index: tuple) -> np.ndarray:
     """Which input pixels the output element fn(x)[index] depends on: a (H, W) bool map (Chapter 9).
 
     x (1, C, H, W). Found with autograd: the pixels whose gradient is not

@@ -6,6 +6,7 @@ SIZES = {
     "ch9.kernel_stride": {"gpu": 1, "sim": 16},  # the Numba kernel's image: every k-th pixel
     "ch9.kernel_patch": {"gpu": 32, "sim": 8},
     "ch9.trace_image": {"gpu": 32, "sim": 32},  # the tracer runs on the CPU in both modes
+    "ch9.trace_image_14": {"gpu": 56, "sim": 56},  # p = 14: 56 float32 a row, 7 whole sectors
     "ch9.bench_batch": {"gpu": 64, "sim": 1},
     "ch9.bench_image": {"gpu": 224, "sim": 16},
     "ch9.bench_patch": {"gpu": 16, "sim": 8},
