@@ -105,8 +105,9 @@ def division_claims() -> list[Claim]:
             # A speed ratio cannot isolate the divisions: no verdict while it is consistent with the
             # claim, "does not hold" when patchify_fast is not clearly faster.
             holds=lambda f: None if (without_divisions(f) or 0) > 2 else False,
-            note="consistent with it, not isolated: patchify_fast also has 6 loads in flight (not 1) and "
-            "another block shape; exercises 1 and 2 separate the causes",
+            note="consistent with it, not isolated: patchify's divisions are 64-bit, and patchify_fast "
+            "also has 6 loads in flight (not 1) and another block shape; exercises 1 and 2 separate "
+            "the causes",
         ),
     ]
 
