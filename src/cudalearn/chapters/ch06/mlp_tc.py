@@ -51,19 +51,22 @@ class TensorCoreMLP:
             self.b.append(torch.from_numpy(bp).to(self.dev))
 
     def prepare(self, X):
-        """The forward pass of X (m, d) float32 as a callable that returns the padded float32 logits:
-        X in float16, padded to the tiles, and every layer's output allocated once; one launch a layer."""
+        """The forward pass of X (m, d) float32 as a callable that returns the padded float32
+        logits: X in float16, padded to the tiles, every layer's output allocated once; one launch
+        a layer."""
         import torch
 
         from cudalearn.trace import launch
 
         m, d = X.shape
-        h = torch.zeros(_up(m, self.tiles["BM"]), self.W[0].shape[1], dtype=torch.float16, device=self.dev)
+        rows = _up(m, self.tiles["BM"])
+        h = torch.zeros(rows, self.W[0].shape[1], dtype=torch.float16, device=self.dev)
         h[:m, :d] = torch.as_tensor(np.asarray(X)).to(self.dev).half()
         threads, steps = tc_gemm.threads_per_block(self.tiles), []
         for layer, (W, b) in enumerate(zip(self.W, self.b, strict=True)):
             last = layer == len(self.W) - 1
-            out = torch.empty(h.shape[0], W.shape[0], device=self.dev, dtype=None if last else torch.float16)
+            dtype = None if last else torch.float16
+            out = torch.empty(h.shape[0], W.shape[0], device=self.dev, dtype=dtype)
             grid = (W.shape[0] // self.tiles["BN"], h.shape[0] // self.tiles["BM"])
             y = as_array(out) if last else as_words(out)
             kernel = self.last if last else self.hidden

@@ -28,7 +28,7 @@ def vec_offset(i, first, R):
 
 
 def make_outer_product(TM, TN, RX, RY):
-    """The inner step of Chapter 6's last kernels: TM + TN 128-bit-friendly shared reads, TM * TN FMAs.
+    """The inner step of Chapter 6's last kernels: TM + TN 128-bit shared reads, TM * TN FMAs.
 
     (r0, c0) is the first row and column of the thread's outputs in the block tile, RY and RX the
     threads whose groups of four interleave along each (`vec_offset`). A device function, inlined

@@ -53,3 +53,25 @@ def microtile_figure(cfg, threads=(0, 1)):
     _panel(fig, outer[0], "regblock_2d_simple", cfg, threads, "regblock_2d_simple: one contiguous block")
     _panel(fig, outer[1], "regblock_2d_vec", cfg, threads, "regblock_2d_vec: groups of four, side by side")
     return fig
+
+
+def warp_figure(panels):
+    """Warp 0's outputs in the block tile of C, and the rows of A and columns of B it reads, for each
+    (kernel name, tiles, title) of `panels` side by side (deep dive 6a: step 4's layout against step 5's)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 6))
+    for ax, (name, cfg, title) in zip(np.atleast_1d(axes), panels, strict=True):
+        tile = np.zeros((cfg["BM"], cfg["BN"]))
+        for lane in range(32):
+            rows, cols = regblock_layout.thread_outputs(name, cfg, lane)
+            tile[np.ix_(rows, cols)] = 1 + lane
+        ax.imshow(np.ma.masked_equal(tile, 0), cmap="viridis", vmin=1, vmax=32, interpolation="nearest")
+        ax.set_facecolor("#eeeeee")
+        covered = np.argwhere(tile > 0)
+        n_rows, n_cols = len(set(covered[:, 0])), len(set(covered[:, 1]))
+        ax.set_title(f"{title}\nwarp 0 covers {n_rows} rows x {n_cols} columns of C", fontsize=9)
+        ax.set_xlabel("column of the block tile (colour: lane)")
+        ax.set_ylabel("row of the block tile")
+    fig.tight_layout()
+    return fig

@@ -60,3 +60,26 @@ def fraction_of_peak(rows, peak, title):
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def takeaway(rows, peak, device, step4="regblock_2d_prefetch"):
+    """What the closing plot shows, as one sentence from the same rows: each cuBLAS format's share of
+    its datasheet peak, and our kernels' share of the FP32 peak (Chapter 6's last cell).
+
+    Raises AssertionError if another FP32 product came closer to the FP32 peak than cuBLAS FP32 (the
+    sentence says cuBLAS comes closest)."""
+    share = {r["name"]: r["tflops"] / peak[number_format(r["name"])] for r in rows}
+    cublas = [f"{name} {s:.0%}" for name, s in share.items() if name.startswith("cuBLAS")]
+    numba = {name: s for name, s in share.items() if name.startswith("regblock")}
+    if not numba or "cuBLAS FP32" not in share:
+        return f"On the {device}, as a share of its format's datasheet peak: {', '.join(cublas)}."
+    best = max(numba, key=numba.get)
+    fp32 = {name: s for name, s in share.items() if number_format(name) == "FP32"}
+    closest = max(fp32, key=fp32.get)
+    assert closest == "cuBLAS FP32", f"{closest} came closer to the FP32 peak than cuBLAS FP32"
+    ours = [f"6a's best Numba kernel ({best}) {numba[best]:.0%}"]
+    ours += [f"{name} {share[name]:.0%}" for name in (step4, "tiled T=32 (Ch. 3)") if name in share]
+    return (
+        f"On the {device}, as a share of its format's datasheet peak: {', '.join(cublas)}. Of the FP32 "
+        f"peak: {', '.join(ours)}. In FP32, cuBLAS comes closest; no product reaches its peak."
+    )

@@ -82,7 +82,7 @@ def make_regblock_1d(BM, BN, BK, TM):
 
     @cuda.jit
     def regblock_1d(A, B, C):
-        """C = A @ B; thread t computes C[row0 + (t // BN) * TM + i, col0 + t % BN], i < TM; float32."""
+        """C = A @ B; thread t computes C[row0 + (t // BN) * TM + i, col0 + t % BN], i < TM."""
         sA = cuda.shared.array((BM, BK), float32)
         sB = cuda.shared.array((BK, BN), float32)
         acc = cuda.local.array(TM, float32)  # TM accumulators: registers
@@ -123,7 +123,7 @@ def make_regblock_1d(BM, BN, BK, TM):
 
 
 def make_load_tiles(BM, BN, BK, threads):
-    """The guarded loads of one step along k of the 2-D kernels, the A tile stored transposed (Chapter 6).
+    """The guarded loads of a step along k of the 2-D kernels, A's tile transposed (Chapter 6).
 
     `threads` threads load the (BM, BK) tile of A at (row0, k0) into sAt (sAt[k, r] = A[row0 + r,
     k0 + k]) and the (BK, BN) tile of B at (k0, col0) into sB, neighbouring threads on neighbouring
@@ -134,7 +134,7 @@ def make_load_tiles(BM, BN, BK, threads):
 
     @cuda.jit(device=True, inline="always")
     def load_tiles(A, B, sAt, sB, row0, col0, k0, t, M, N, K):
-        """sAt = the A tile at (row0, k0), transposed; sB = the B tile at (k0, col0); zeros outside."""
+        """sAt = A's tile at (row0, k0), transposed; sB = B's tile at (k0, col0); zeros outside."""
         for p in range(A_LOADS):
             r = t // BK + p * A_STEP
             c = t % BK
@@ -161,8 +161,9 @@ def make_regblock_2d_simple(BM, BN, BK, TM, TN):
 
     @cuda.jit
     def regblock_2d_simple(A, B, C):
-        """C = A @ B; thread t computes C[row0 + (t // RX) * TM + i, col0 + (t % RX) * TN + j]; float32."""
-        sAt = cuda.shared.array((BK, BM), float32)  # the A tile transposed: sAt[k, r] = A[row0 + r, k0 + k]
+        """C = A @ B; thread t computes C[row0 + (t // RX) * TM + i, col0 + (t % RX) * TN + j]."""
+        # the A tile transposed: sAt[k, r] = A[row0 + r, k0 + k]
+        sAt = cuda.shared.array((BK, BM), float32)
         sB = cuda.shared.array((BK, BN), float32)
         acc = cuda.local.array((TM, TN), float32)  # TM * TN accumulators: registers
         a = cuda.local.array(TM, float32)  # this k's column of A for our rows
@@ -199,11 +200,11 @@ def make_regblock_2d_simple(BM, BN, BK, TM, TN):
 
 
 def make_regblock_2d_vec(BM, BN, BK, TM, TN):
-    """make_regblock_2d_simple as the compiler likes it: 128-bit reads, no wrap-around, no bounds checks."""
+    """make_regblock_2d_simple as the compiler likes it: 128-bit reads, no wrap-around or bounds."""
     threads = check_tiles_2d(BM, BN, BK, TM, TN, vec=True)
     RX, RY = BN // TN, BM // TM
     A_STEP, A_LOADS, B_STEP, B_LOADS = tile_passes(BM, BN, BK, threads)
-    WIDTH = BM + VEC  # sAt rows of BM + 4 floats: a warp's transposed stores spread over all 32 banks
+    WIDTH = BM + VEC  # sAt rows of BM + 4 floats: a warp's transposed stores hit all 32 banks
     outer_product = make_outer_product(TM, TN, RX, RY)
     store_block = make_store_block(TM, TN, RX, RY)
     load_tiles = make_load_tiles(BM, BN, BK, threads)
@@ -211,13 +212,13 @@ def make_regblock_2d_vec(BM, BN, BK, TM, TN):
 
     @_jit_bounded(threads)
     def regblock_2d_vec(A, B, C):
-        """C = A @ B; thread t owns rows 4 * (t // RX) + 4 * RY * g + u (u < 4) and columns alike; float32."""
+        """C = A @ B; thread t owns rows 4 * (t // RX) + 4 * RY * g + u (u < 4), columns alike."""
         sAt = cuda.shared.array((BK, WIDTH), float32)
         sB = cuda.shared.array((BK, BN), float32)
         acc = cuda.local.array((TM, TN), float32)
         a = cuda.local.array(TM, float32)
         b = cuda.local.array(TN, float32)
-        t, row0, col0 = block_origin()  # through uint32: no wrap-around code for indices built from them
+        t, row0, col0 = block_origin()  # uint32: no wrap-around code for indices built from them
         tx = t % RX
         ty = t // RX
         M, N, K = C.shape[0], C.shape[1], A.shape[1]
@@ -246,7 +247,7 @@ def make_regblock_2d_vec(BM, BN, BK, TM, TN):
 
 
 def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS, warp=None):
-    """make_regblock_2d_vec with the next tiles' global loads in flight during the FMAs, k unrolled by 4.
+    """make_regblock_2d_vec, the next tiles' global loads in flight during the FMAs; k unrolled 4x.
 
     With `warp` = (WM, WN) the threads are laid out warp by warp (`make_layout`): the kernel is
     `regblock_2d_warptile`. `regs` caps the registers a thread (launch bounds).
@@ -257,15 +258,16 @@ def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS, warp=None)
     RX, RY, first = make_layout(BM, BN, TM, TN, warp)
     first_output = cuda.jit(device=True, inline="always")(first)
     A_STEP, A_LOADS, B_STEP, B_LOADS = tile_passes(BM, BN, BK, threads)
-    WIDTH, ROWS2 = BM + VEC, 2 * BK  # shared shapes must be constants of the factory, not computed inside
+    WIDTH, ROWS2 = BM + VEC, 2 * BK  # shared shapes: constants of the factory, not computed inside
     outer_product = make_outer_product(TM, TN, RX, RY)
     store_block = make_store_block(TM, TN, RX, RY)
     block_origin = make_block_origin(BM, BN)
 
     def regblock_2d_prefetch(A, B, C):
-        """C = A @ B as regblock_2d_vec; two shared buffers, global loads one tile ahead; float32."""
-        sAt = cuda.shared.array((ROWS2, WIDTH), float32)  # two buffers stacked along k: tile s lives
-        sB = cuda.shared.array((ROWS2, BN), float32)  # in rows (s % 2) * BK ... (s % 2) * BK + BK - 1
+        """C = A @ B as regblock_2d_vec; two shared buffers, global loads one tile ahead."""
+        # two buffers stacked along k: tile s lives in rows (s % 2) * BK ... (s % 2) * BK + BK - 1
+        sAt = cuda.shared.array((ROWS2, WIDTH), float32)
+        sB = cuda.shared.array((ROWS2, BN), float32)
         acc = cuda.local.array((TM, TN), float32)
         a = cuda.local.array(TM, float32)
         b = cuda.local.array(TN, float32)
@@ -283,7 +285,7 @@ def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS, warp=None)
         tiles = (K + BK - 1) // BK
         for s in range(tiles + 1):
             k0 = int64(uint32(s)) * BK
-            if s < tiles:  # tile s: global loads into registers, still in flight during the FMAs below
+            if s < tiles:  # tile s: global loads into registers, in flight during the FMAs below
                 if interior and k0 + BK <= K:
                     for p in range(A_LOADS):
                         pa[p] = A[row0 + ar + p * A_STEP, k0 + ac]
@@ -326,32 +328,32 @@ def make_regblock_2d_warptile(BM, BN, BK, TM, TN, WM, WN, regs=MAX_REGISTERS):
 
 
 def make_regblock_2d_async(BM, BN, BK, TM, TN, stages=3, regs=MAX_REGISTERS):
-    """C = AT.T @ B with the tiles copied by cp.async into a ring of `stages` shared buffers (Chapter 6).
+    """C = AT.T @ B, tiles copied by cp.async into a ring of `stages` shared buffers (Chapter 6).
 
     AT is A transposed, (K, M): `launcher` transposes A first with Chapter 4's padded transpose,
     so that A's tile, like B's, is copied 16 bytes at a time into rows that need no transposition.
     While tile s is multiplied, tiles s + 1 ... s + stages - 1 are on their way straight into shared
     memory (`async_copy`): no registers hold them and no thread waits for them until it needs them.
     One barrier a tile: it publishes tile s to the block and tells everyone that the stage of tile
-    s - 1, which the next copies overwrite, is read. The thread layout, outer product and epilogue are
-    `regblock_2d_vec`'s. Blocks that stick out of C, edge tiles along k and shapes whose rows are not
-    multiples of 4 floats take guarded synchronous loads instead (zeros outside the matrices).
+    s - 1, which the next copies overwrite, is read. The thread layout, outer product and epilogue
+    are `regblock_2d_vec`'s. Blocks that stick out of C, edge tiles along k and shapes whose rows
+    are not multiples of 4 floats take guarded synchronous loads (zeros outside the matrices).
     sm_80 and newer (`async_copy.unavailable`).
     """
     from cudalearn.chapters.ch06.kernels import async_copy
 
     threads = check_tiles_2d(BM, BN, BK, TM, TN, vec=True)
     if stages < 2:
-        raise ValueError(f"stages={stages}: at least two buffers, one read while the next is filled")
+        raise ValueError(f"stages={stages}: at least two buffers, one read while the next fills")
     if (BM * BK) % (VEC * threads) or (BN * BK) % (VEC * threads):
         raise ValueError(f"{threads} threads cannot copy the tiles in equal 16-byte pieces")
     RX, RY, first = make_layout(BM, BN, TM, TN)
     first_output = cuda.jit(device=True, inline="always")(first)
     ROWS = stages * BK  # the ring: tile s lives in rows (s % stages) * BK ... + BK - 1
     if ROWS * (BM + BN) * 4 > 48 * 1024:
-        raise ValueError(f"{ROWS * (BM + BN) * 4} bytes of shared memory a block: at most 48 KB (static)")
+        raise ValueError(f"{ROWS * (BM + BN) * 4} bytes of shared memory a block: at most 48 KB")
     A_QUADS, B_QUADS = BM // VEC, BN // VEC  # 16-byte pieces along a row of AT's and of B's tile
-    A_STEP, B_STEP = threads // A_QUADS, threads // B_QUADS  # tile rows one pass of the block copies
+    A_STEP, B_STEP = threads // A_QUADS, threads // B_QUADS  # tile rows a pass of the block copies
     A_PASSES, B_PASSES = BK // A_STEP, BK // B_STEP
     steps = make_tile_steps(BK, TM, TN, RX, RY)
     store_block = make_store_block(TM, TN, RX, RY)
@@ -362,8 +364,8 @@ def make_regblock_2d_async(BM, BN, BK, TM, TN, stages=3, regs=MAX_REGISTERS):
 
     @cuda.jit(device=True, inline="always")
     def fetch(AT, B, sAt, sB, q, k0, a_off, b_off, t, row0, col0, M, N, K, fast):
-        """The tile at k0 into the stage whose rows start at q: cp.async if `fast` (a_off and b_off are
-        this thread's first piece of it in AT and B, flat), else guarded loads, zeros outside."""
+        """The tile at k0 into the stage whose rows start at q: cp.async if `fast` (a_off and b_off
+        are this thread's first piece in AT and B, flat), else guarded loads, zeros outside."""
         ar, ac = t // A_QUADS, (t % A_QUADS) * VEC  # this thread's first piece of the tiles
         br, bc = t // B_QUADS, (t % B_QUADS) * VEC
         if fast:
@@ -386,7 +388,7 @@ def make_regblock_2d_async(BM, BN, BK, TM, TN, stages=3, regs=MAX_REGISTERS):
                     sB[q + br + p * B_STEP, bc + u] = v
 
     def regblock_2d_async(AT, B, C):
-        """C = AT.T @ B: tiles copied by cp.async `STAGES - 1` tiles ahead, one barrier a tile; float32."""
+        """C = AT.T @ B: tiles copied by cp.async `STAGES - 1` tiles ahead, one barrier a tile."""
         sAt = cuda.shared.array((ROWS, BM), float32, alignment=ALIGN)  # 16-byte copies need 16-byte
         sB = cuda.shared.array((ROWS, BN), float32, alignment=ALIGN)  # aligned destinations
         acc = cuda.local.array((TM, TN), float32)
@@ -396,8 +398,8 @@ def make_regblock_2d_async(BM, BN, BK, TM, TN, stages=3, regs=MAX_REGISTERS):
         c0, r0 = first_output(t)
         M, N, K = C.shape[0], C.shape[1], B.shape[0]
         interior = row0 + BM <= M and col0 + BN <= N
-        fast_block = interior and M % VEC == 0 and N % VEC == 0  # 16-byte aligned pieces, all inside
-        a_off = (t // A_QUADS) * M + row0 + (t % A_QUADS) * VEC  # this thread's first piece of tile 0
+        fast_block = interior and M % VEC == 0 and N % VEC == 0  # 16-byte aligned, all inside
+        a_off = (t // A_QUADS) * M + row0 + (t % A_QUADS) * VEC  # our first piece of tile 0
         b_off = (t // B_QUADS) * N + col0 + (t % B_QUADS) * VEC
         for i in range(TM):
             for j in range(TN):
@@ -428,7 +430,7 @@ def make_regblock_2d_async(BM, BN, BK, TM, TN, stages=3, regs=MAX_REGISTERS):
             k0 += BK
             a_off += BK * M
             b_off += BK * N
-            steps(sAt, sB, uint32(rq), c0, r0, a, b, acc)  # uint32: no wrap-around code for the rows
+            steps(sAt, sB, uint32(rq), c0, r0, a, b, acc)  # uint32: no wrap-around code
             rq += BK
             if rq == ROWS:
                 rq = int64(0)

@@ -23,16 +23,16 @@ def make_layout(BM, BN, TM, TN, warp=None):
         RX, RY = BN // TN, BM // TM
 
         def first(t):
-            """(c0, r0) of thread t: its place in the block's grid of threads, four outputs a place."""
+            """(c0, r0) of thread t: its place in the block's grid of threads, 4 outputs a place."""
             return (t % RX) * VEC, (t // RX) * VEC
 
         return RX, RY, first
     WM, WN = warp
     if BM % WM or BN % WN or WM % TM or WN % TN or (WM // TM) * (WN // TN) != 32:
-        raise ValueError(
-            f"warp tile {WM}x{WN} must divide the block tile {BM}x{BN} and hold 32 lanes of {TM}x{TN} outputs"
-        )
-    LX, LY, WX = WN // TN, WM // TM, BN // WN  # lanes along a warp tile's row and column, warps along a row
+        shape = f"warp tile {WM}x{WN} must divide the block tile {BM}x{BN}"
+        raise ValueError(f"{shape} and hold 32 lanes of {TM}x{TN} outputs")
+    # lanes along a warp tile's row and column, warps along a row of the block tile
+    LX, LY, WX = WN // TN, WM // TM, BN // WN
 
     def first(t):
         """(c0, r0) of thread t: its warp's sub-tile, then its lane's place inside it."""

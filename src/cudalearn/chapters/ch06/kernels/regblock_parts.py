@@ -28,8 +28,8 @@ def make_block_origin(BM, BN):
 
 
 def make_store_block(TM, TN, RX, RY):
-    """The last three kernels' epilogue: a thread's (TM, TN) accumulators into C, rows and columns as
-    make_outer_product reads them; bounds checked only in blocks that are not `interior` (Chapter 6)."""
+    """The last three kernels' epilogue: a thread's (TM, TN) accumulators into C, rows and columns
+    as make_outer_product reads them; bounds checked only in blocks not `interior` (Chapter 6)."""
 
     @cuda.jit(device=True, inline="always")
     def store_block(C, acc, row0, col0, c0, r0, interior):

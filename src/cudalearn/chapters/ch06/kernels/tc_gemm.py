@@ -100,12 +100,12 @@ def make_warp_tile(shape="m16n8k16"):
 
 
 def make_chunk(layout):
-    """A device function (row, chunk) -> the word where 16-byte chunk `chunk` of shared row `row` starts."""
+    """A device function (row, chunk) -> the word where 16-byte chunk `chunk` of `row` starts."""
     if layout == "swizzle":
 
         @cuda.jit(device=True, inline="always")
         def chunk_swizzled(row, chunk):
-            """Chunk c of row r at c ^ ((r >> 1) & 3): 8 rows of one chunk hit 8 different bank quads."""
+            """Chunk c of row r at c ^ ((r >> 1) & 3): 8 rows of one chunk hit 8 bank quads."""
             return (chunk ^ ((row >> 1) & 3)) << 2
 
         return chunk_swizzled
@@ -203,7 +203,7 @@ def make_fragments(BM, BN, KW, RW, MI, NI, shape, B_BASE=0, addr32=False):
 
 
 def make_warp_step(BM, BN, KW, RW, MI, NI, layout, shape, B_BASE=0, addr32=False):
-    """A device function: the warp's fragments of stage `st` by ldmatrix, and its mma.sync into acc."""
+    """A device function: the warp's fragments of stage `st` by ldmatrix, its mma.sync into acc."""
     load, multiply = make_fragments(BM, BN, KW, RW, MI, NI, shape, B_BASE, addr32)
 
     @cuda.jit(device=True, inline="always")

@@ -72,7 +72,7 @@ def matmul_kernel(
     GROUP_M: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
-    """C = A @ B: each program computes one (BLOCK_M, BLOCK_N) tile of C, accumulating in float32."""
+    """C = A @ B: each program computes one (BLOCK_M, BLOCK_N) tile of C, accumulated in float32."""
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)

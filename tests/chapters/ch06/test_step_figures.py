@@ -1,0 +1,37 @@
+"""Chapter 6's printed verdict of the goal and the closing plot's sentence read the stored run as the prose
+says, and a changed rerun makes them raise (chapters/ch06/step_figures.py, figures/peaks.py)."""
+
+from dataclasses import replace
+
+import pytest
+
+from cudalearn.chapters.ch06 import step_figures
+from cudalearn.chapters.ch06.figures import peaks
+from cudalearn.measure import gpus, stated, timing
+
+STEP4 = "regblock_2d_prefetch"
+
+
+def test_the_goal_sentence_reads_the_benchmark_and_a_faster_step_4_raises(capsys, monkeypatch):
+    stored = timing.stored_results("bench.gemm.N4096")
+    step_figures.goal(4096)
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"step 4 ({STEP4}) reaches" in out and "meets the goal" in out and "H100" in out
+    # a rerun where step 4 beats Triton FP32: "this chapter's four steps fall short" would be stale
+    fast = [r | {"gflops": 2 * r["gflops"]} if r["name"] == STEP4 else r for r in stored.rows]
+    monkeypatch.setattr(step_figures.timing, "stored_results", lambda key: replace(stored, rows=fast))
+    with pytest.raises(stated.StaleProse, match="fall short of the goal"):
+        step_figures.goal(4096)
+
+
+def test_the_closing_sentence_names_each_share_and_raises_if_a_numba_kernel_passes_cublas():
+    rows, _, header = peaks.stored_matmuls(("bench.gemm.N4096",))
+    spec = gpus.spec_for(header["device"])
+    peak = {"FP32": spec.fp32_tflops, "TF32": spec.fp16_tensor_tflops / 2}
+    peak |= {"FP16": spec.fp16_tensor_tflops, "BF16": spec.fp16_tensor_tflops}
+    sentence = peaks.takeaway(rows, peak, header["device"])
+    assert "cuBLAS FP32" in sentence and "regblock_2d_async" in sentence and STEP4 in sentence
+    cublas = next(r["tflops"] for r in rows if r["name"] == "cuBLAS FP32")
+    faster = [r | {"tflops": 1.01 * cublas} if r["name"] == STEP4 else r for r in rows]
+    with pytest.raises(AssertionError, match="came closer to the FP32 peak"):
+        peaks.takeaway(faster, peak, header["device"])
