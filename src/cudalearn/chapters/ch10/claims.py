@@ -43,7 +43,7 @@ def core_claims(sweeps: dict) -> list[Claim]:
             key="ch10.softmax",
             show=lambda f: f"{ms(f, 'softmax_warp') / ms(f, 'softmax_online'):.2f}x softmax_warp's speed",
             holds=lambda f: ms(f, "softmax_online") < ms(f, "softmax_warp"),
-            note="most likely, rows of 197 stay in cache: no DRAM sweep to save",
+            note="most likely rows of 197 stay in cache, no DRAM sweep to save (the profile cell tests it)",
         ),
     ]
 

@@ -58,7 +58,8 @@ def _all_reduce(t: torch.Tensor, group, traffic, name: str, direction: int) -> t
         return t
     out = t.contiguous().clone()
     dist.all_reduce(out, group=group)
-    _count(traffic, name, direction, multigpu.allreduce_bytes(out.numel(), world, out.element_size()))
+    sent = multigpu.allreduce_bytes(out.numel(), world, out.element_size())
+    _count(traffic, name, direction, sent)
     return out
 
 
@@ -221,8 +222,11 @@ class ColumnParallelLinear(nn.Module):
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.linear(copy_to_parallel(x, self.group, self.traffic, self.name), self.weight, self.bias)
-        return gather_from_parallel(y, self.group, self.traffic, self.name) if self.gather_output else y
+        x = copy_to_parallel(x, self.group, self.traffic, self.name)
+        y = F.linear(x, self.weight, self.bias)
+        if self.gather_output:
+            return gather_from_parallel(y, self.group, self.traffic, self.name)
+        return y
 
     def extra_repr(self) -> str:
         here = self.weight.shape[0]
@@ -287,7 +291,7 @@ class RowParallelLinear(nn.Module):
 def tp_mlp(
     fc1: nn.Linear, fc2: nn.Linear, activation: nn.Module | None = None, *, group=None, traffic=None
 ) -> nn.Sequential:
-    """Chapter 11: this rank's share of fc2(act(fc1(x))), x (..., d_in) -> (..., d_out), in the layers' dtype.
+    """Chapter 11: this rank's share of fc2(act(fc1(x))), x (..., d_in) -> (..., d_out).
 
     fc1 (hidden, d_in) is split by columns of the output, fc2 (d_out, hidden)
     by rows of the input, so the elementwise activation (GELU unless given)

@@ -103,8 +103,8 @@ def attention_fused(q, k, v, o, scale):
     m = cuda.local.array(QW, float32)  # per query r of this warp: running maximum of its scores,
     total = cuda.local.array(QW, float32)  # running sum of exp(s - m),
     acc = cuda.local.array((QW, 2), float32)  # output columns lane and lane + 32, relative to m,
-    s = cuda.local.array((QW, 2), float32)  # scores (then weights) of keys j0 + lane and j0 + lane + 32
-    # Unsigned indices into the tiles: Numba then emits no negative-index wraparound code in the loops.
+    s = cuda.local.array((QW, 2), float32)  # scores (then weights), keys j0 + lane, j0 + lane + 32
+    # Unsigned indices into the tiles: Numba emits no negative-index wraparound code in the loops.
     lane = uint32(cuda.threadIdx.x)
     hi = lane + uint32(32)  # the lane's second key and output column (an index; compare lane + 32)
     w = cuda.threadIdx.y
@@ -113,7 +113,7 @@ def attention_fused(q, k, v, o, scale):
     d = q.shape[1]
     q0 = cuda.blockIdx.x * BQ
     qw = uint32(w * QW)  # this warp's first row of sq
-    r_load = tid // D_MAX  # this thread loads column c_load of tile rows r_load, r_load + LOAD_ROWS, ...
+    r_load = tid // D_MAX  # this thread loads column c_load of rows r_load, r_load + LOAD_ROWS..
     c_load = tid - r_load * D_MAX
     cu_load = uint32(c_load)
     for e in range(tid, BQ * D_MAX, 32 * WARPS):  # the block's queries, zeros past n and d
@@ -132,13 +132,13 @@ def attention_fused(q, k, v, o, scale):
             key = uint32(j0 + r)
             inside = j0 + r < n and c_load < d
             sk[ru, cu_load] = k[key, cu_load] if inside else float32(0.0)
-            sv[ru, cu_load] = v[key, cu_load] if inside else float32(0.0)  # zeros: p * 0 adds nothing
+            sv[ru, cu_load] = v[key, cu_load] if inside else float32(0.0)  # zeros: p * 0 adds 0
         cuda.syncthreads()
         for r in range(QW):
             s[r, 0] = float32(0.0)
             s[r, 1] = float32(0.0)
-        # D_MAX, a constant trip count the compiler unrolls (zeros past d add 0): each pair of sk loads
-        # feeds 2 * QW independent FMA chains (sq[qw + r, c] is one word for all lanes: a broadcast)
+        # D_MAX, a constant trip count the compiler unrolls (zeros past d add 0): each pair of
+        # sk loads feeds 2 * QW independent FMA chains (sq[qw + r, c]: one word for all lanes)
         for c in range(D_MAX):
             cu = uint32(c)
             ka = sk[lane, cu]
@@ -159,7 +159,7 @@ def attention_fused(q, k, v, o, scale):
             acc[r, 0] *= alpha
             acc[r, 1] *= alpha
             m[r] = m_new
-        for jj in range(32):  # keys jj and jj + 32: 4 sv loads feed 4 * QW FMAs, weights from lane jj
+        for jj in range(32):  # keys jj, jj + 32: 4 sv loads feed 4 * QW FMAs, weights from lane jj
             ju = uint32(jj)
             va = sv[ju, lane]
             vb = sv[ju, hi]
@@ -204,7 +204,7 @@ def scale_of(d: int) -> np.float32:
 
 
 def attention_three(q, k, v, s=None, p=None, o=None):
-    """o = softmax(q k^T / sqrt(d)) v by three launches, s and p (n, n) in global memory (Chapter 10).
+    """o = softmax(q k^T / sqrt(d)) v by three launches, s and p (n, n) in global memory (Ch. 10).
 
     Host or device arrays; s, p, o are allocated where q lives unless given
     (pass them to time the launches alone). Returns o.

@@ -107,7 +107,7 @@ def warp_welford(count, mean, m2):
 
 @cuda.jit
 def layernorm(x, gamma, beta, y, eps):
-    """y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta; one warp per row, in registers (Chapter 10).
+    """y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta; a warp per row, in registers (Ch. 10).
 
     gamma, beta (cols,) float32; var is the biased variance M2 / cols. Rows
     of at most 32 * LN_VALS columns (`layernorm_long` takes longer ones).
@@ -148,7 +148,7 @@ def layernorm(x, gamma, beta, y, eps):
 
 @cuda.jit
 def layernorm_block(x, gamma, beta, y, eps):
-    """`layernorm` with one block of LN_BLOCK threads per row, LN_BLOCK_VALS values a thread (Chapter 10).
+    """`layernorm` with a block of LN_BLOCK threads per row, LN_BLOCK_VALS values a thread (Ch. 10).
 
     Rows of at most LN_BLOCK * LN_BLOCK_VALS columns. Thread t holds columns
     t, t + LN_BLOCK, ... in registers; the row's sum and then its sum of
@@ -182,7 +182,7 @@ def layernorm_block(x, gamma, beta, y, eps):
 
 @cuda.jit
 def layernorm_long(x, gamma, beta, y, eps):
-    """`layernorm` for rows of any length: Welford's update over x, then a second read to write (Ch. 10).
+    """`layernorm` for rows of any length: Welford's update over x, a second read to write (Ch. 10).
 
     One warp per row. A row too long for registers is streamed: each lane
     runs Welford's one-pass update over its columns (`welford_update`), the

@@ -71,7 +71,7 @@ UNROLL = 4
 
 @cuda.jit(device=True, inline="always")
 def warp_sum(v):
-    """The sum of v over the 32 lanes of a warp, in every lane: a shfl_xor_sync butterfly (Chapter 10).
+    """The sum of v over the 32 lanes of a warp, in every lane: a shfl_xor_sync butterfly (Ch. 10).
 
     Step o = 16, 8, 4, 2, 1 adds the value of lane (lane ^ o); after it every
     group of 2*o lanes holds its sum, bit for bit the same in each of them.
@@ -142,7 +142,7 @@ def load_block(x, sdata):
 
 @cuda.jit
 def sum_interleaved(x, partial):
-    """partial[b] = the sum of block b's elements; Harris's kernel 1, `tid % (2*s) == 0` (Chapter 10)."""
+    """partial[b] = the sum of block b's elements; Harris's kernel 1, `tid % (2*s) == 0` (Ch 10)."""
     sdata = cuda.shared.array(BLOCK, float32)
     load_block(x, sdata)
     tid = cuda.threadIdx.x
@@ -192,7 +192,7 @@ def sum_sequential(x, partial):
 
 @cuda.jit
 def sum_shuffle(x, partial):
-    """partial[b] = sum of block b's elements: kernel 3 down to 32 values, then `warp_sum` (Chapter 10)."""
+    """partial[b] = sum of block b's elements: kernel 3 to 32 values, then `warp_sum` (Ch. 10)."""
     sdata = cuda.shared.array(BLOCK, float32)
     load_block(x, sdata)
     tid = cuda.threadIdx.x
@@ -210,7 +210,7 @@ def sum_shuffle(x, partial):
 
 @cuda.jit
 def sum_atomic(x, out):
-    """out[0] += the sum of x: grid-stride loop, `sum_over_block`, one atomic add per block (Chapter 10).
+    """out[0] += the sum of x: grid-stride loop, `sum_over_block`, one atomic add a block (Ch. 10).
 
     out (1,) float32 must hold 0 before the launch (`clear_first`). Each
     thread adds UNROLL elements a grid apart per iteration into UNROLL

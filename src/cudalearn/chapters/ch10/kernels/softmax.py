@@ -111,7 +111,7 @@ def warp_online(m, d):
 
 @cuda.jit
 def softmax_block(x, y):
-    """y[r] = softmax(x[r]); one block of SOFTMAX_BLOCK threads per row, shared-memory reductions (Ch. 10)."""
+    """y[r] = softmax(x[r]); a block of SOFTMAX_BLOCK threads a row, shuffles + shared (Ch. 10)."""
     scratch = cuda.shared.array(WARPS, float32)
     row = cuda.blockIdx.x
     cols = x.shape[1]
@@ -129,7 +129,7 @@ def softmax_block(x, y):
 
 @cuda.jit
 def softmax_warp(x, y):
-    """y[r] = softmax(x[r]); one warp per row, ROWS_PER_BLOCK rows a block, shuffles only (Chapter 10)."""
+    """y[r] = softmax(x[r]); a warp per row, ROWS_PER_BLOCK rows a block, shuffles only (Ch. 10)."""
     lane = cuda.threadIdx.x
     row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
     if row < x.shape[0]:  # the same for all 32 lanes: the warp runs or skips the row as a whole
@@ -167,7 +167,7 @@ def softmax_registers(x, y):
     lane = uint32(cuda.threadIdx.x)
     row = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y)
     if row < uint32(x.shape[0]):
-        mine = (uint32(x.shape[1]) + uint32(31) - lane) // uint32(32)  # columns lane, lane + 32, ...
+        mine = (uint32(x.shape[1]) + uint32(31) - lane) // uint32(32)  # columns lane, lane + 32..
         vals = cuda.local.array(SOFTMAX_VALS, float32)
         for k in range(SOFTMAX_VALS):
             vals[k] = x[row, lane + uint32(32 * k)] if uint32(k) < mine else NEG_INF
@@ -187,7 +187,7 @@ def softmax_registers(x, y):
 
 @cuda.jit
 def softmax_online(x, y):
-    """y[r] = softmax(x[r]); one warp per row, max and sum in one sweep by the online rule (Chapter 10)."""
+    """y[r] = softmax(x[r]); a warp per row, max and sum in one sweep, the online rule (Ch. 10)."""
     lane = cuda.threadIdx.x
     row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
     if row < x.shape[0]:
