@@ -357,11 +357,11 @@ class Traffic:
 
 
 class _Send(torch.autograd.Function):
-    """Move a tensor to another column's device and count its bytes; the gradient travels back, counted."""
+    """Move a tensor to the other column's device, bytes counted; its gradient comes back too."""
 
     @staticmethod
     def forward(ctx, t, device, traffic, layer, route=None):
-        # ctx is also the output's grad_fn: `route` (src, dst) lets a check walk the graph by column.
+        # ctx is the output's grad_fn too: `route` (src, dst) lets a check walk the graph by column.
         ctx.source, ctx.traffic, ctx.layer, ctx.route = t.device, traffic, layer, route
         traffic.add(layer, 0, t.numel() * t.element_size(), route)
         return t.to(device)
@@ -422,13 +422,13 @@ class TwoColumnAlexNet(nn.Module):
         return _finish(self.cfg, name, self.columns[c][name](_prepare(name, h)), self.training)
 
     def send(self, t: torch.Tensor, src: int, dst: int, layer: str) -> torch.Tensor:
-        """Column `src`'s tensor t as seen by column `dst`: moved to its device, bytes counted for `layer`."""
+        """Column `src`'s tensor t on column `dst`'s device, its bytes counted for `layer`."""
         if src == dst:
             return t
         return _Send.apply(t, self.devices[dst], self.traffic, layer, (src, dst))
 
     def forward(self, x: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
-        """Logits (N, classes) on devices[0] of images x (N, C, H, W), or of a copy of them per column.
+        """Logits (N, classes) on devices[0] of images x (N, C, H, W), or of a copy of x per column.
 
         Each column needs the images; bringing them to its device is input
         traffic (from the host, in 2012), not an exchange, and is not counted.
@@ -437,7 +437,8 @@ class TwoColumnAlexNet(nn.Module):
         h = [xc.to(dev) for xc, dev in zip(copies, self.devices, strict=True)]
         for name in LAYERS:
             if name in self.cfg.exchange:  # each column reads both halves of the previous layer
-                h = [torch.cat([self.send(h[0], 0, c, name), self.send(h[1], 1, c, name)], 1) for c in (0, 1)]
+                sent = [[self.send(h[s], s, c, name) for s in (0, 1)] for c in (0, 1)]
+                h = [torch.cat(sent[c], 1) for c in (0, 1)]
             h = [self.stage(name, c, h[c]) for c in (0, 1)]
         return torch.cat([h[0], self.send(h[1], 1, 0, OUTPUT)], dim=1)
 

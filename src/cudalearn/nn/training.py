@@ -201,7 +201,7 @@ def fit_steps(
     target: float | None = None,
     window: int = 10,
 ) -> list[float]:
-    """Train with the 2012 recipe (SGD, momentum 0.9, weight decay 5e-4); the training loss of every step.
+    """Train with the 2012 recipe (SGD, momentum 0.9, weight decay 5e-4); the loss of every step.
 
     Mini-batches of `batch` samples are drawn from (x, y) with a seeded
     generator, on the device of the model's first parameter. With `target`,
@@ -226,7 +226,7 @@ def fit_epochs(
     optimizer: str = "sgd",
     weight_decay: float | None = None,
 ) -> History:
-    """Train `net` with cross-entropy on data.X_train, in mini-batches shuffled by `seed` (Chapters 8-9).
+    """Train `net` with cross-entropy on data.X_train, batches shuffled by `seed` (Chapters 8-9).
 
     optimizer 'sgd' (momentum 0.9) or 'adamw', with `make_optimizer`'s weight
     decay unless `weight_decay` is given. Returns the History: the mean

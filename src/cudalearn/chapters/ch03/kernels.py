@@ -130,7 +130,7 @@ def make_tiled_matmul_padded(TILE):
 
 
 def make_matmul_bt_tiled(TILE, PAD):
-    """A tiled kernel that stores B's tile transposed, (TILE, TILE + PAD), and reads it column-wise (Ch. 4).
+    """A tiled kernel that keeps B's tile transposed, (TILE, TILE + PAD), read by column (Ch. 4).
 
     With PAD = 0 and TILE = 32, the 32 threads of a warp store to, and read
     from, one column of the tile: 32 words 32 words apart, all in one bank.

@@ -55,9 +55,10 @@ def quoted(pairs: dict[str, tuple], tracer_ratio: float) -> None:
 def loops(loops: dict[str, Any], loops_from: str, mm_results: Any) -> None:
     """Print the hot loops' instruction mix and the padded row access's slowdown; check the text after it.
 
-    It says: the listing and the timing come from one run; the unpadded loops hold 32 FFMA, the padded
-    row access 8; the padded loop issues several times the instructions per FFMA, more than its slowdown;
-    it has no 128-bit load where the unpadded one has some."""
+    It says: the listing and the timing come from one run; the unpadded loops and the padded
+    transposed-tile product's hold 32 FFMA, the padded row access 8; the padded row access's loop issues
+    several times the instructions per FFMA, more than its slowdown; it has no 128-bit load where the
+    unpadded one has some."""
     print(f"SASS of each product's hot loop:\n{stated.wrap(loops_from)}")
     print(*compiled_loops.table_lines(loops), sep="\n")
     print(f"\nthe hot loop of {compiled_loops.LISTED}, its first 16 instructions:")
@@ -72,12 +73,13 @@ def loops(loops: dict[str, Any], loops_from: str, mm_results: Any) -> None:
         loops_from,
         lambda f: (
             mm_results.label in loops_from
-            and ffma["matmul_tiled32"] == ffma["matmul_bt_tiled32"] == 32
+            and ffma["matmul_tiled32"] == ffma["matmul_bt_tiled32"] == ffma["matmul_bt_tiled32_padded"] == 32
             and ffma["matmul_tiled32_padded"] == 8
             and slower < per["matmul_tiled32_padded"] / per["matmul_tiled32"]
             and per["matmul_tiled32_padded"] > 3 * per["matmul_tiled32"] > 0
             and f["matmul_tiled32"]["loop"]["lds128"] > 0 == f["matmul_tiled32_padded"]["loop"]["lds128"]
         ),
-        "one run; 32 FFMA a loop unpadded, 8 padded; several times the instructions per FFMA, more than "
-        "the slowdown; no 128-bit load in the padded loop",
+        "one run; 32 FFMA a loop unpadded and in the padded transposed-tile product, 8 in the padded row "
+        "access; several times the instructions per FFMA, more than the slowdown; no 128-bit load in the "
+        "padded row access's loop",
     )

@@ -104,7 +104,7 @@ def timed_steps(device: torch.device, batch: int, steps: int) -> dict:
 
 
 def run(args: argparse.Namespace, device: torch.device) -> None:
-    """Chapter 7: one process's part: its slice of the batch trained under DDP; weights, summary saved."""
+    """One process's part: its slice of the batch trained under DDP, then saved (Chapter 7)."""
     if args.backend == "nccl":
         precision.set_fp32()  # true FP32 in this process, as the notebook computes its reference
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -113,18 +113,20 @@ def run(args: argparse.Namespace, device: torch.device) -> None:
 
     net, x, y = ddp_problem(args.batch, args.seed)
     share = args.batch // world
-    x, y = x[rank * share : (rank + 1) * share].to(device), y[rank * share : (rank + 1) * share].to(device)
+    lo, hi = rank * share, (rank + 1) * share
+    x, y = x[lo:hi].to(device), y[lo:hi].to(device)
     model = DDP(net.to(device), device_ids=[device.index] if device.type == "cuda" else None)
     losses = sgd_steps(model, x, y, args.steps, args.lr)
 
     args.out.mkdir(parents=True, exist_ok=True)
     weights = {k: v.detach().cpu() for k, v in model.module.state_dict().items()}
     torch.save(weights, args.out / f"rank{rank}.pt")
+    gpu_name = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
     summary = {
         "rank": rank,
         "world": world,
         "backend": args.backend,
-        "device": str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
+        "device": str(device) + gpu_name,
         "batch": args.batch,
         "steps": args.steps,
         "losses": losses,

@@ -65,7 +65,8 @@ class JpegCrops(torch.utils.data.Dataset):
         patch = self.decode(i)[top : top + self.crop, left : left + self.crop]
         if flipped:
             patch = patch[:, ::-1]
-        x = torch.from_numpy(np.ascontiguousarray(patch.transpose(2, 0, 1))).float().div_(127.5).sub_(1.0)
+        chw = np.ascontiguousarray(patch.transpose(2, 0, 1))  # channels first
+        x = torch.from_numpy(chw).float().div_(127.5).sub_(1.0)
         return x, i % self.classes
 
 
@@ -169,7 +170,7 @@ def loader_timeline(
 def ideal_loader_schedule(
     cpu_ms: float, gpu_ms: float, *, workers: int, batches: int, prefetch: int = 2
 ) -> dict:
-    """The pass `loader_timeline` would record if every batch took `cpu_ms` to make and `gpu_ms` to train.
+    """The pass `loader_timeline` would record if a batch took `cpu_ms` to make, `gpu_ms` to train.
 
     A model of PyTorch's DataLoader (Chapter 7): batch i goes to worker
     i % workers (0 workers: the training process makes it, after queuing
@@ -194,9 +195,10 @@ def ideal_loader_schedule(
         step = [max(got[-1], gpu_free), max(got[-1], gpu_free) + gpu_ms]
         gpu_free = step[1]
         worker = -1 if workers == 0 else i % workers
-        rows.append({"worker": worker, "made": made, "wait": [asked_at, got[-1]], "copy": [got[-1]] * 2,
-                     "step": step})  # fmt: skip
-    return {"workers": workers, "pinned": workers > 0, "batch": None, "pass_ms": gpu_free, "batches": rows}
+        rows.append({"worker": worker, "made": made, "wait": [asked_at, got[-1]],
+                     "copy": [got[-1]] * 2, "step": step})  # fmt: skip
+    return {"workers": workers, "pinned": workers > 0, "batch": None, "pass_ms": gpu_free,
+            "batches": rows}  # fmt: skip
 
 
 def batch_make_ms(timeline: dict) -> tuple[float, float]:

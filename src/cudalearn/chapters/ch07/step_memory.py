@@ -255,7 +255,7 @@ def oom_variants(cfg: AlexNetConfig, batch: int, gpus: int) -> dict[str, dict]:
 
 
 def attempt(cfg: AlexNetConfig, batch: int, kw: dict, cap: int | None = None) -> dict:
-    """Two training steps of one variant, under a memory cap if given: what it needed, or the error."""
+    """Two training steps of a variant, under a memory cap if given: its needs, or the error."""
     import gc
 
     from cudalearn.dist import multigpu

@@ -37,7 +37,7 @@ from cudalearn.nn.training import fit_epochs
 
 
 class Block(nn.Module):
-    """y = F(x) + x (skip=True) or y = F(x) (skip=False), F two weight layers, pre-activation (Chapter 8).
+    """y = F(x) + x (skip=True) or F(x) (skip=False): F two weight layers, pre-activation (Ch. 8).
 
     `conv=False`: x (B, width), weight layers Linear(width, width);
     `conv=True`: x (B, width, H, W), weight layers 3x3 Conv2d with padding 1.
@@ -81,7 +81,7 @@ def make_net(
     inputs: int = 64,
     classes: int = 10,
 ) -> nn.Sequential:
-    """A plain (skip=False) or residual (skip=True) network of `blocks` Blocks: 2*blocks + 2 weight layers.
+    """Plain (skip=False) or residual (skip=True): `blocks` Blocks, 2 * blocks + 2 layers (Ch. 8).
 
     `conv=False`: input (B, inputs) -> Linear stem -> blocks -> N, ReLU ->
     Linear head. `conv=True`: input (B, inputs, H, W) with `inputs` channels
@@ -105,7 +105,7 @@ def weight_layers(net: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def grad_norms(net: nn.Module, X: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """Norms of dL/dW for each weight layer (input side first) after one cross-entropy backward (Chapter 8).
+    """Norms of dL/dW per weight layer (input side first) after one cross-entropy backward (Ch. 8).
 
     X (B, ...) float32, y (B,) int64 on the network's device. The network
     stays in training mode (BatchNorm uses the batch's statistics, as during
