@@ -89,7 +89,7 @@ def goal_lines(
     return lines
 
 
-def network_verdicts(training: dict[str, Any], source: str) -> list[str]:
+def network_verdicts(training: dict[str, Any] | None, source: str) -> list[str]:
     """The core notebook's verdicts: the network's two goals, then where the chapter's own network stands.
 
     Checks what Chapter 5's introduction says of the run: the chapter's own network (`fused`) meets
@@ -97,6 +97,8 @@ def network_verdicts(training: dict[str, Any], source: str) -> list[str]:
     (StaleProse otherwise, naming `source`).
     """
     lines = goal_lines(training, None, None, source=source)[:2]
+    if not training or not {"fused", "tuned", "torch"} <= training["seconds"].keys():
+        return lines  # no run, or one without the networks the sentence compares: NO DATA or as judged
     sec = training["seconds"]
     torch_s = min(training.get("runs", {}).get("torch") or [sec["torch"]])
     own = sec["fused"] / torch_s
