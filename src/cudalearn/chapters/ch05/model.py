@@ -142,10 +142,11 @@ class NaiveMLP(_NumbaMLP):
         return A_prev
 
     def step(self, X, y, losses, s: int) -> None:
-        """One SGD step on the batch (X (batch, d), y (batch,) int32); adds its loss to losses[s]."""
+        """One SGD step on a batch (X (batch, d), y (batch,) int32); adds its loss to losses[s]."""
         L = self.layers
         logits = self.forward(X)
-        ew.softmax_xent[ew.launch_1d(self.batch)](logits, y, self.dZ[L - 1], losses, s, self.inv_batch)
+        loss_grid = ew.launch_1d(self.batch)
+        ew.softmax_xent[loss_grid](logits, y, self.dZ[L - 1], losses, s, self.inv_batch)
         for layer in range(L - 1, -1, -1):
             A_prev = X if layer == 0 else self.A[layer - 1]
             dZ = self.dZ[layer]
@@ -249,7 +250,7 @@ class FusedMLP(_NumbaMLP):
     LOSS_BUFFER_ARG, LOSS_STEP_ARG = 3, 4
 
     def step(self, X, y, losses, s: int) -> None:
-        """One SGD step on the batch (X (batch, d), y (batch,) int32); adds its loss to losses[s]."""
+        """One SGD step on a batch (X (batch, d), y (batch,) int32); adds its loss to losses[s]."""
         for kernel, config, args in self.step_launches(X, y, losses, s):
             kernel[config](*args)
 
@@ -305,12 +306,12 @@ class PreparedMLP(FusedMLP):
 class TunedMLP(PreparedMLP):
     """PreparedMLP with Chapter 6's shared-memory reads in its products (deep dive 5b).
 
-    The three products are `tuned.make_blocked_vec`'s: each thread's 4 x 4 outputs in groups of four,
-    so a step along k reads them with 128-bit shared loads, and a tile's 32 steps written out. A product
-    whose result has at most `tiles.SKINNY_COLS` columns (the 10 logits and their weight gradient)
-    runs the package's kernels on small tiles of one output a thread instead (`tiles.SKINNY_TILES`).
-    The same arguments, number of launches a step and results as FusedMLP (other kernels and grids for
-    the products); the SGD kernel is FusedMLP's. `tiles`:
+    The three products are `tuned.make_blocked_vec`'s: each thread's 4 x 4 outputs in groups of
+    four, so a step along k reads them with 128-bit shared loads, and a tile's 32 steps written out.
+    A product whose result has at most `tiles.SKINNY_COLS` columns (the 10 logits and their weight
+    gradient) runs the package's kernels on small tiles of one output a thread instead
+    (`tiles.SKINNY_TILES`). The same arguments, number of launches a step and results as FusedMLP
+    (other kernels and grids for the products); the SGD kernel is FusedMLP's. `tiles`:
     (main, skinny, skinny_cols), `tiles.tuned_tiles_for_mode()` by default.
     """
 
@@ -323,7 +324,7 @@ class TunedMLP(PreparedMLP):
         self.skinny_tiles, self.skinny = skinny, blocked(skinny)
 
     def product(self, name: str, shape) -> tuple:
-        """The 128-bit-read kernel, or the small-tile one for a result of at most skinny_cols columns."""
+        """The 128-bit-read kernel, or the small-tile one for a result of <= skinny_cols columns."""
         if shape[1] <= self.skinny_cols:
             return self.skinny[name], self.skinny_tiles.launch(*shape)
         return self.k[name], self.tiles.launch(*shape)

@@ -109,16 +109,25 @@ def shape(sweep: dict[str, Any]) -> dict[str, Any]:
     many times longer its step takes, `sample_falls` whether the time per sample falls at every
     point, `out_of_line` the batches whose step takes OUT_OF_LINE times both neighbours' and `noisy`
     those whose repeats spread more than NOISY (empty when the run stored no spread).
+
+    Where the run kept every repeat, the ratios compare the repeats least favourable to what the
+    prose says (the slowest against the fastest), so that a point's spread cannot carry the reading:
+    `step_ratio` is the slowest repeat at the run's batch over the fastest at the first point,
+    `last_step_ratio` the fastest at the last point over the slowest at the run's batch, and the time
+    a sample falls only if every repeat of a point beats every repeat of the point before. Without
+    repeats, the medians. `worst_case` says which.
     """
     b, ms = sweep["batches"], sweep["fused_ms_per_step"]
-    per_sample = [t / n for t, n in zip(ms, b, strict=True)]
     spread = sweep.get("fused_spread") or []
+    runs = sweep.get("fused_runs_ms") or [[t] for t in ms]
+    slow, fast = [max(r) for r in runs], [min(r) for r in runs]
     odd = [b[i] for i in range(1, len(b) - 1) if ms[i] > OUT_OF_LINE * max(ms[i - 1], ms[i + 1])]
     return {
         "rows": b[2] / b[0],
-        "step_ratio": ms[2] / ms[0],
-        "sample_falls": all(x > y for x, y in zip(per_sample, per_sample[1:], strict=False)),
-        "last_step_ratio": ms[3] / ms[2],
+        "step_ratio": slow[2] / fast[0],
+        "sample_falls": all(slow[i + 1] / b[i + 1] < fast[i] / b[i] for i in range(len(b) - 1)),
+        "last_step_ratio": fast[3] / slow[2],
+        "worst_case": "fused_runs_ms" in sweep,
         "out_of_line": odd,
         "noisy": [n for n, s in zip(b, spread, strict=True) if s > NOISY] if spread else [],
         "spread_stored": bool(spread),

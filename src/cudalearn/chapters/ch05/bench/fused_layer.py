@@ -13,13 +13,18 @@ from typing import Any
 
 import numpy as np
 
+from cudalearn.measure import stated
 from cudalearn.runtime import launch
 from cudalearn.runtime.sizes import size
 
+TILED_UNFUSED = "tiled, then bias, ReLU (3 kernels)"  # fusion's share: the tiled product without its epilogue
+TUNED = "tuned: 128-bit shared reads (5b)"  # deep dive 5b's products
 
-def layer_candidates(m: int, k: int, n: int, seed: int = 0) -> dict[str, Any]:
+
+def layer_candidates(m: int, k: int, n: int, seed: int = 0, tuned: bool = False) -> dict[str, Any]:
     """The kernels of one hidden layer, ready to time: batch m, k inputs, n outputs (Chapter 5).
 
+    With `tuned`, each part also has deep dive 5b's product (`TUNED`: 128-bit shared reads).
     Returns {'forward': {name: fn}, 'backward_input': {...},
     'backward_weight': {...}, 'flops': {part: FLOPs per call},
     'check': fn}. Each fn launches one candidate on arrays allocated here
@@ -57,7 +62,7 @@ def layer_candidates(m: int, k: int, n: int, seed: int = 0) -> dict[str, Any]:
     kb = blocked(tiles)
     kb_unpadded = blocked(tiles, 0)
     tile = size("ch5.tile")
-    _, linear_relu_tiled = linear.tiled(tile)
+    matmul_tiled_plain, linear_relu_tiled = linear.tiled(tile)
     nb = size("ch5.naive_block")
 
     def mm(rows, cols):
@@ -67,6 +72,11 @@ def layer_candidates(m: int, k: int, n: int, seed: int = 0) -> dict[str, Any]:
 
     def naive_forward():
         matmul_naive[mm(m, n)](d["X"], d["W"], Z)
+        ew.add_bias[ew_mn](Z, d["b"], Z)
+        ew.relu[ew_mn](Z, Y)
+
+    def tiled_unfused():
+        matmul_tiled_plain[linear.tiled_launch(m, n, tile)](d["X"], d["W"], Z)
         ew.add_bias[ew_mn](Z, d["b"], Z)
         ew.relu[ew_mn](Z, Y)
 
@@ -83,6 +93,7 @@ def layer_candidates(m: int, k: int, n: int, seed: int = 0) -> dict[str, Any]:
 
     forward = {
         "naive: matmul, bias, ReLU (3 kernels)": naive_forward,
+        TILED_UNFUSED: tiled_unfused,
         "tiled, fused (1 output a thread)": lambda: linear_relu_tiled[linear.tiled_launch(m, n, tile)](
             d["X"], d["W"], d["b"], Y
         ),
@@ -109,6 +120,19 @@ def layer_candidates(m: int, k: int, n: int, seed: int = 0) -> dict[str, Any]:
         ),
         "PyTorch (cuBLAS + sum)": lambda: (torch.mm(t["X"].t(), t["dZ"]), t["dZ"].sum(0)),
     }
+    if tuned:
+        from cudalearn.chapters.ch05.kernels.tiles import tuned_tiles_for_mode
+        from cudalearn.chapters.ch05.kernels.tuned import blocked_vec
+
+        vec_tiles = tuned_tiles_for_mode()[0]
+        kv = blocked_vec(vec_tiles)
+        forward[TUNED] = lambda: kv["linear_forward"][vec_tiles.launch(m, n)](d["X"], d["W"], d["b"], Y, 1)
+        backward_input[TUNED] = lambda: kv["linear_backward_input"][vec_tiles.launch(m, k)](
+            d["dZ"], d["WT"], d["A"], dXm
+        )
+        backward_weight[TUNED] = lambda: kv["linear_backward_weight"][vec_tiles.launch(k, n)](
+            d["X"], d["dZ"], dW, db
+        )
     X64, W64, dZ64 = X.astype(np.float64), W.astype(np.float64), dZ.astype(np.float64)
     expected = {
         "forward": np.maximum(X64 @ W64 + b, 0).astype(np.float32),
@@ -154,3 +178,68 @@ def layer_candidates(m: int, k: int, n: int, seed: int = 0) -> dict[str, Any]:
         },
         "check": check,
     }
+
+
+def readback(results: dict[str, Any], where: str, sector_ratio: float) -> str:
+    """Section 8's tables read back in words, from their rows, with the orderings checked (Chapter 5).
+
+    `results` maps 'forward', 'backward_input', 'backward_weight' to `timing.measure` results of
+    `layer_candidates`; `sector_ratio` is how many times fewer sectors the tracer counted for the
+    transposed copy. Raises `stated.StaleProse` when the run no longer shows what the sentences state."""
+    t = {part: {r["name"]: r.get("median_ms") for r in res.rows} for part, res in results.items()}
+    f, bi, bw = t["forward"], t["backward_input"], t["backward_weight"]
+    naive, tiled = f["naive: matmul, bias, ReLU (3 kernels)"], f["tiled, fused (1 output a thread)"]
+    reg = f["register-tiled, fused"]
+    stored, wt = bi["naive, W as stored (2 kernels)"], bi["naive, W pre-transposed (2 kernels)"]
+    padded, unpadded = bw["register-tiled, padded, db fused"], bw["register-tiled, no padding"]
+    ours = {"forward": reg, "backward_input": bi["register-tiled, WT, mask fused"], "backward_weight": padded}
+    cublas = min(ours[part] / next(v for n, v in t[part].items() if n.startswith("PyTorch")) for part in ours)
+    stated.check(
+        t,
+        where,
+        lambda _: naive > tiled > reg and 1 < stored / wt < sector_ratio and unpadded > padded and cublas > 1,
+        "tiling, register tiling, the transposed copy (by less than its sectors) and the padding each "
+        "make their kernel faster; cuBLAS is faster than each kernel of ours",
+    )
+    if f.get(TILED_UNFUSED):
+        fusion = f"fusing the epilogue into the tiled product gains {f[TILED_UNFUSED] / tiled:.2f}x of that"
+    else:
+        fusion = "this run has no tiled, unfused row to split that gain between tiling and fusion"
+    return stated.wrap(
+        f"Read back: forward, one tiled kernel with the fused epilogue is {naive / tiled:.2f}x faster than "
+        f"the three naive kernels ({fusion}), register tiling {tiled / reg:.2f}x faster again. "
+        f"Backward_input: the transposed copy makes the naive kernel {stored / wt:.2f}x faster, though the "
+        f"tracer counted {sector_ratio:.1f}x fewer sectors: the caches absorb most of the difference. "
+        f"Backward_weight: the padding column saves {1 - padded / unpadded:.0%} of the time. cuBLAS is at "
+        f"least {cublas:.1f}x faster than our kernel in each part."
+    )
+
+
+#: The register-tiled product of each part (deep dive 5a's kernels, which `fused` and `prepared` run).
+REGISTER_TILED = {
+    "forward": "register-tiled, fused",
+    "backward_input": "register-tiled, WT, mask fused",
+    "backward_weight": "register-tiled, padded, db fused",
+}
+
+
+def tuned_products(layer: dict[str, Any]) -> dict[str, Any]:
+    """Deep dive 5b's table: each part's register-tiled product and its tuned one, from
+    `layer_candidates(..., tuned=True)`, named 'part: candidate' (Chapter 5)."""
+    return {
+        f"{part}: {name}": layer[part][name] for part, reg in REGISTER_TILED.items() for name in (reg, TUNED)
+    }
+
+
+def tuned_report(results: Any) -> str:
+    """5b's table, then how much faster each tuned product ran than the register-tiled one (Chapter 5)."""
+    t = {r["name"]: r.get("median_ms") for r in results.rows}
+    if not all(t.values()):
+        return stated.wrap(
+            f"{results}\nNo GPU run has timed these products yet: the table will show them after one."
+        )
+    gains = {part: t[f"{part}: {reg}"] / t[f"{part}: {TUNED}"] for part, reg in REGISTER_TILED.items()}
+    said = ", ".join(f"{part} {g:.2f}x" for part, g in gains.items())
+    return f"{results}\n\n" + stated.wrap(
+        f"The tuned products against the register-tiled ones, time for time: {said}."
+    )

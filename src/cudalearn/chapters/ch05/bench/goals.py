@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cudalearn.measure import stated
+
 #: Repeats of the optimised network's timed training must agree within this share of their median for a
 #: verdict (issue 17), and there must be at least MIN_REPEATS of them.
 AGREEMENT = 0.10
@@ -84,4 +86,36 @@ def goal_lines(
         lines.append("NO DATA fused chain vs copy bandwidth: no GPU bandwidths in this run")
     if source:
         lines = [f"{line} [{source}]" for line in lines]
+    return lines
+
+
+def network_verdicts(training: dict[str, Any] | None, source: str) -> list[str]:
+    """The core notebook's verdicts: the network's two goals, then where the chapter's own network stands.
+
+    Checks what Chapter 5's introduction says of the run: the chapter's own network (`fused`) meets
+    the first goal and misses 0.8x PyTorch's time, and deep dive 5b's `tuned` network meets that one
+    (StaleProse otherwise, naming `source`).
+    """
+    lines = goal_lines(training, None, None, source=source)[:2]
+    if not training or not {"fused", "tuned", "torch"} <= training["seconds"].keys():
+        return lines  # no run, or one without the networks the sentence compares: NO DATA or as judged
+    sec = training["seconds"]
+    torch_s = min(training.get("runs", {}).get("torch") or [sec["torch"]])
+    own = sec["fused"] / torch_s
+    stated.check(
+        training,
+        source,
+        lambda f: (
+            lines[0].startswith("MET")
+            and own > GOALS["fused_vs_torch"]
+            and lines[1].startswith("MET")
+            and "(tuned)" in lines[1]
+        ),
+        "the chapter's own network (fused) meets the first goal but not the second; 5b's tuned network "
+        "meets the second",
+    )
+    lines.append(
+        f"The network this chapter builds (fused) takes {own:.2f}x the time of PyTorch's fastest run: "
+        f"short of the {GOALS['fused_vs_torch']:g}x goal, which deep dive 5b's tuned network meets."
+    )
     return lines

@@ -4,7 +4,8 @@
   and PyTorch networks (`cudalearn.chapters.ch05.model`) from the same weights on the same batches;
   `training_lines` prints them as a table.
 - `time_step_host` times single steps: where a step's host time goes (the
-  sweep over batch sizes is `cudalearn.chapters.ch05.bench.batch_sweep`).
+  sweep over batch sizes is `cudalearn.chapters.ch05.bench.batch_sweep`); `pace` reads who set the
+  pace, the host or the GPU.
 - the kernels of one hidden layer are `cudalearn.chapters.ch05.bench.fused_layer`, the
   memory-bound chain `cudalearn.chapters.ch05.bench.dropout_chain`.
 - `cudalearn.chapters.ch05.bench.goals` judges the chapter's goals from one run's figures, and
@@ -161,6 +162,46 @@ def check_training(training: dict[str, Any], source: str) -> None:
         ),
         "after five epochs the Numba networks' test accuracies agree within a point, PyTorch's within two",
     )
+
+
+def training_notes(training: dict[str, Any]) -> list[str]:
+    """Under the end-to-end table: the last epoch's losses; the post's speed-up beside ours (Chapter 5)."""
+    sec = training["seconds"]
+    last = ", ".join(f"{name} {losses[-1]:.4f}" for name, losses in training["epoch_loss"].items())
+    return [
+        f"mean training loss of the last epoch: {last}",
+        f"the post's 1.4x on a T4 and our {sec['naive'] / sec['fused']:.1f}x are not comparable: other GPUs, "
+        f"each over its own naive baseline (ours takes {sec['naive'] / sec['torch']:.1f}x PyTorch's time)",
+    ]
+
+
+def pace(host: dict[str, Any]) -> dict[str, Any]:
+    """Who sets the pace of the steps a `time_step_host` run queued: the host or the GPU (Chapter 5).
+
+    A GPU that keeps up with the host finishes at most one step's work after the host has queued the
+    last launch, so within one step's time; one that finishes later had work queued up, steps it had
+    fallen behind: it set the pace. `behind` is that lag in steps, `busy` the share of a step the host
+    spent queueing it.
+    """
+    behind = host["drain_ms"] / host["step_ms"]
+    return {
+        "busy": host["queue_ms_per_step"] / host["step_ms"],
+        "behind": behind,
+        "gpu_sets_pace": behind > 1,
+    }
+
+
+def pace_lines(host: dict[str, Any]) -> list[str]:
+    """The lines that say who set the pace of a `time_step_host` run, from `pace` (Chapter 5)."""
+    p = pace(host)
+    lead = "so the GPU set the pace" if p["gpu_sets_pace"] else "so the GPU kept up: the host set the pace"
+    return [
+        f"  host time to queue a step {host['queue_ms_per_step']:.3f} ms ({p['busy']:.0%} of a step), "
+        f"whole step {host['step_ms']:.3f} ms",
+        f"  the GPU finished {host['drain_ms']:.3f} ms after the host queued the last step, "
+        f"{p['behind']:.1f} steps' time:",
+        f"  {lead} (a GPU that keeps up finishes within one step's time)",
+    ]
 
 
 def _host_us(fn, calls: int) -> float:

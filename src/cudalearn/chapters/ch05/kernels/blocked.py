@@ -158,7 +158,7 @@ def make_blocked(cfg: Tiles, pad: int = 1):
     # teaching copy: the book shows linear_backward_weight whole, its tile loop written out
     @cuda.jit
     def linear_backward_weight(X, dZ, dW, db):
-        """dW = X.T @ dZ and db = dZ summed over rows; X (m, k), dZ (m, n), dW (k, n), db (n,) float32.
+        """dW = X.T @ dZ and db = dZ summed over rows; X (m, k), dZ (m, n), dW (k, n), db (n,).
 
         The product needs X transposed. Each X tile is read along its rows
         (coalesced) and stored transposed into sA (BM, BK + pad): with the
@@ -187,7 +187,8 @@ def make_blocked(cfg: Tiles, pad: int = 1):
         for j in range(TN):
             dbacc[j] = float32(0.0)
         for s0 in range(0, batch, BK):  # the sum runs over the batch
-            for p in range(A_LOADS):  # X[s0:s0+BK, row0:row0+BM], read along rows, stored transposed
+            # X[s0:s0+BK, row0:row0+BM], read along rows, stored transposed
+            for p in range(A_LOADS):
                 r = (t + p * NT) // BM
                 c = (t + p * NT) % BM
                 inside = s0 + r < batch and row0 + c < k_in

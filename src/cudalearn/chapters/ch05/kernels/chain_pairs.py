@@ -40,7 +40,7 @@ def launch_pairs(shape, block=BLOCK_2D, pairs=PAIRS):
 
 @cuda.jit
 def bias_relu_dropout_pairs(Z2, b2, mask2, s, Y2):
-    """The fused chain with 8-byte accesses: every load and store moves two float32 columns (Chapter 5).
+    """The fused chain with 8-byte accesses: a load or store moves two float32 columns (Chapter 5).
 
     Z2, Y2 (m, n/2) and b2 (n/2,) are float32 arrays viewed as float64, so
     element [i, j] holds columns 2j and 2j + 1; mask2 (m, n/2) is the uint8
@@ -72,7 +72,7 @@ def bias_relu_dropout_pairs(Z2, b2, mask2, s, Y2):
 
 @functools.cache
 def bias_relu_dropout_pairs_u32(pairs: int):
-    """`bias_relu_dropout_pairs` with its loads first, unsigned indices, `pairs` pairs a thread (Chapter 5).
+    """`bias_relu_dropout_pairs`, loads first, unsigned indices, `pairs` pairs a thread (Chapter 5).
 
     The same views (`pair_views`), arithmetic and result, bit for bit; one
     kernel per value of `pairs` (cached), launched with
@@ -99,10 +99,10 @@ def bias_relu_dropout_pairs_u32(pairs: int):
         width = uint32(cuda.gridDim.x) * uint32(cuda.blockDim.x)
         n = uint64(Z2.shape[1])  # unsigned as the indices: no mixed-sign comparison
         if row < uint64(Z2.shape[0]):
-            z = cuda.local.array(P, float64)  # the loaded words as they are: two float32 columns each
+            z = cuda.local.array(P, float64)  # the loaded words as they are: two float32 columns
             b = cuda.local.array(P, float64)
             keep = cuda.local.array(P, uint16)
-            for e in range(P):  # loads only: nothing waits for one before the next pair's are issued
+            for e in range(P):  # loads only: none waits for one before the next pair's are issued
                 col = x + uint32(e) * width
                 if col < n:
                     z[e] = Z2[row, col]

@@ -267,7 +267,7 @@ def chain_relu(Y):
 # teaching copy: the book shows chain_mask whole, beside bias_relu_dropout
 @cuda.jit
 def chain_mask(Y, mask):
-    """Y *= mask in place (dropout's keep mask, uint8 0 or 1); Y, mask (m, n); EPT columns a thread."""
+    """Y *= mask in place (dropout's keep mask, uint8 0/1); Y, mask (m, n); EPT columns a thread."""
     x, row = cuda.grid(2)
     width = cuda.gridsize(2)[0]
     if row < Y.shape[0]:
@@ -304,7 +304,8 @@ def bias_relu_dropout(Z, b, mask, s, Y):
     if row < Z.shape[0]:
         z = cuda.local.array(EPT, float32)
         keep = cuda.local.array(EPT, float32)
-        for e in range(EPT):  # Z, b and the mask of each element, then its add and its mask's conversion
+        # Z, b and the mask of each element, then its add and its mask's conversion
+        for e in range(EPT):
             col = x + e * width
             if col < Z.shape[1]:
                 z[e] = Z[row, col] + b[col]

@@ -130,7 +130,7 @@ def make_tiled(TILE):
                 acc += sX[ty, k] * sW[k, tx]
             cuda.syncthreads()
         if row < Y.shape[0] and col < Y.shape[1]:
-            Y[row, col] = max(acc + b[col], float32(0.0))  # the epilogue: bias and ReLU in registers
+            Y[row, col] = max(acc + b[col], float32(0.0))  # the epilogue: bias, ReLU in registers
 
     return matmul_tiled_plain, linear_relu_tiled
 

@@ -24,12 +24,13 @@ SIGNATURES: dict[str, str] = {}
 def make_blocked_vec(cfg: Tiles):
     """make_blocked's three products for `cfg`, each thread's outputs in groups of four (Chapter 5).
 
-    Thread (tx, ty) owns rows `tile_steps.vec_offset(i, 4 ty, TY)` and columns `vec_offset(j, 4 tx, TX)`
-    of the block's tile: Chapter 6's layout, so each step along k reads its TM + TN values with
-    (TM + TN) / 4 128-bit shared loads. The A tile is kept transposed (sAt[k, r], rows of BM + 4), and
-    the tile's BK steps are written out (`tile_steps.make_tile_steps`). In the weight gradient the X
-    tile needs no transposing at all: sAt[k, r] = X[s0 + k, row0 + r]. Same arguments, launches
-    (`cfg.launch`) and results as `make_blocked`'s kernels; `sgd_transpose` is `blocked(cfg)`'s.
+    Thread (tx, ty) owns rows `tile_steps.vec_offset(i, 4 ty, TY)` and columns
+    `vec_offset(j, 4 tx, TX)` of the block's tile: Chapter 6's layout, so each step along k reads
+    its TM + TN values with (TM + TN) / 4 128-bit shared loads. The A tile is kept transposed
+    (sAt[k, r], rows of BM + 4), and the tile's BK steps are written out
+    (`tile_steps.make_tile_steps`). In the weight gradient the X tile needs no transposing at all:
+    sAt[k, r] = X[s0 + k, row0 + r]. Same arguments, launches (`cfg.launch`) and results as
+    `make_blocked`'s kernels; `sgd_transpose` is `blocked(cfg)`'s.
     """
     from cudalearn.chapters.ch05.kernels.tile_steps import VEC, make_tile_steps, vec_offset
 
@@ -37,11 +38,12 @@ def make_blocked_vec(cfg: Tiles):
     NT = TX * TY
     BM, BN, BK, TM, TN = cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn
     if TM % VEC or TN % VEC or BM * BK % NT or BK * BN % NT:
-        raise ValueError(f"{cfg}: tm and tn must be multiples of {VEC}, and the tiles must split evenly")
+        why = f"tm and tn must be multiples of {VEC}, and the tiles must split evenly"
+        raise ValueError(f"{cfg}: {why}")
     A_LOADS, B_LOADS = BM * BK // NT, BK * BN // NT
     WIDTH = BM + VEC  # rows of sAt start on 16-byte boundaries, for the 128-bit reads
-    # A warp stores its part of the transposed A tile as G neighbouring k of 32 / G rows: with rows of
-    # BM + 4 floats, k = 0..7 of rows r..r+3 fall in 32 different banks (k of one row, as in
+    # A warp stores its part of the transposed A tile as G neighbouring k of 32 / G rows: with rows
+    # of BM + 4 floats, k = 0..7 of rows r..r+3 fall in 32 different banks (k of one row, as in
     # make_blocked, would share 8 banks: a 4-way conflict), and each row's G floats of X are one
     # 32-byte sector.
     G = 8 if BK % 8 == 0 else BK
@@ -50,7 +52,7 @@ def make_blocked_vec(cfg: Tiles):
 
     @cuda.jit(device=True, inline="always")
     def load_a_transposed(X, sAt, row0, k0, t, m, K):
-        """sAt[c, r] = X[row0 + r, k0 + c], zeros outside X: the A tile of forward and backward_input."""
+        """sAt[c, r] = X[row0 + r, k0 + c], zeros outside X: the A tile of the first two kernels."""
         for p in range(A_LOADS):
             e = t + p * NT
             r, c = (e // G) % BM, (e // (G * BM)) * G + e % G
@@ -133,7 +135,7 @@ def make_blocked_vec(cfg: Tiles):
 
     @cuda.jit
     def linear_backward_weight_vec(X, dZ, dW, db):
-        """dW = X.T @ dZ and db = dZ's column sums, as linear_backward_weight; 128-bit shared reads."""
+        """dW = X.T @ dZ and db = dZ's column sums, as linear_backward_weight; 128-bit reads."""
         sAt = cuda.shared.array((BK, WIDTH), float32)
         sB = cuda.shared.array((BK, BN), float32)
         acc = cuda.local.array((TM, TN), float32)
@@ -153,7 +155,8 @@ def make_blocked_vec(cfg: Tiles):
         for j in range(TN):
             dbacc[j] = float32(0.0)
         for s0 in range(0, batch, BK):  # the sum runs over the batch
-            for p in range(A_LOADS):  # X[s0 + k, row0 + r] is already the transposed tile: sAt[k, r]
+            # X[s0 + k, row0 + r] is already the transposed tile: sAt[k, r]
+            for p in range(A_LOADS):
                 e = t + p * NT
                 k, r = e // BM, e % BM
                 v = float32(0.0)
