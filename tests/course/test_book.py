@@ -46,7 +46,7 @@ def test_title_names_the_chapter_and_deep_dives_link_both_ways(p):
 
 @pytest.mark.parametrize("p", PARTS, ids=lambda p: p.path.name)
 def test_book_notebook_keeps_the_limits(p):
-    """At most 45 cells, 3,500 words of prose, 40 lines a code cell, 100 columns an output line."""
+    """At most 45 cells, 3,500 words of prose, 40 lines a code cell, 100 columns an output line; kernel sources compared."""
     problems = book.limit_problems(nbformat.read(p.path, as_version=4))
     assert not problems, f"{p.path.name}: " + "; ".join(problems)
 
@@ -64,3 +64,7 @@ def test_limit_problems_finds_each_limit():
     found = book.limit_problems(nb)
     assert any("3,501 words" in f for f in found) and any("41 lines" in f for f in found)
     assert any("101 columns" in f for f in found) and any("46 cells" in f for f in found)
+    nb.cells[2].source = "cudalearn.show_source(kernel)"
+    assert any("cell 2 shows a kernel's source" in f for f in book.limit_problems(nb))
+    nb.cells[2].source = "# NBVAL_CHECK_OUTPUT\ncudalearn.show_source(kernel)"
+    assert not any("cell 2" in f for f in book.limit_problems(nb))

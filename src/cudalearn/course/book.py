@@ -83,6 +83,11 @@ def limit_problems(nb) -> list[str]:
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
+        if "show_source(" in cell.source and "NBVAL_CHECK_OUTPUT" not in cell.source:
+            found.append(
+                f"cell {i} shows a kernel's source without `# NBVAL_CHECK_OUTPUT`: compare it, so a reader "
+                "on GitHub sees the code and CI fails when the source changes without the notebook"
+            )
         lines = len(cell.source.splitlines())
         if lines > MAX_CODE_LINES:
             first = cell.source.splitlines()[0][:60]
