@@ -46,7 +46,7 @@ def test_title_names_the_chapter_and_deep_dives_link_both_ways(p):
 
 @pytest.mark.parametrize("p", PARTS, ids=lambda p: p.path.name)
 def test_book_notebook_keeps_the_limits(p):
-    """At most 45 cells, 3,500 words of prose, 40 lines a code cell, 100 columns an output line; kernel sources compared."""
+    """At most 45 cells, 3,500 words, 40 lines a code cell, 100 columns an output line; sources compared."""
     problems = book.limit_problems(nbformat.read(p.path, as_version=4))
     assert not problems, f"{p.path.name}: " + "; ".join(problems)
 
