@@ -48,3 +48,12 @@ def test_the_whole_kernel_share_times_issue_slots_predicts_each_step_and_a_noisy
     peak |= {"FP16": spec.fp16_tensor_tflops, "BF16": spec.fp16_tensor_tflops}
     sentence = peaks.takeaway(rows, peak, header["device"])  # the stored BF16 median is 11% above its min
     assert "cuBLAS BF16" in sentence and sentence.count("a noisy median") == 1
+
+
+def test_06d_reads_step_4s_changes_and_the_small_layers_from_the_stored_runs(capsys):
+    from cudalearn.chapters.ch06 import tc_figures
+
+    tc_figures.step4_parts(4096)
+    tc_figures.mlp_read_back()
+    out = " ".join(capsys.readouterr().out.split())
+    assert "17 variants" in out and "the 128 x 256 tile alone" in out and "for 132 SMs" in out
