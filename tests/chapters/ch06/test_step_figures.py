@@ -57,3 +57,9 @@ def test_06d_reads_step_4s_changes_and_the_small_layers_from_the_stored_runs(cap
     tc_figures.mlp_read_back()
     out = " ".join(capsys.readouterr().out.split())
     assert "17 variants" in out and "the 128 x 256 tile alone" in out and "for 132 SMs" in out
+
+
+def test_the_transpose_estimate_is_a_few_percent_of_step_6(capsys):
+    step_figures.transpose_share(4096, timing.stored_results("ch6.regblock"))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "of step 6's" in out and "another run" in out

@@ -258,3 +258,22 @@ def whole_kernel(prof: dict[str, Any], timed: Any, n: int) -> dict[str, dict[str
         )
     )
     return {"share": share, "product": product, "peak": peak}
+
+
+def transpose_share(n: int, timed: Any) -> None:
+    """Deep dive 6a: step 6's transpose of A (2 n**2 floats moved) at Chapter 4's stored padded-transpose
+    rate, another run, as a share of step 6's stored time. The text says: a few percent (under 5%)."""
+    ch4, ch4_run = lookup("ch4.transpose")
+    gbps = {r["name"]: r["gbps"] for r in ch4["rows"]}["transpose_tiled32_padded"]
+    ms = 2 * 4 * n * n / gbps / 1e6  # read and write n * n float32
+    step6 = {r["name"]: r["median_ms"] for r in timed.rows}[ASYNC]
+    stated.say(
+        {"ms": ms, "share": ms / step6},
+        f"{timed.label}; the transpose: {label(ch4_run)}",
+        lambda f: (
+            f"A's transpose at N = {n}, at Chapter 4's padded-transpose rate ({gbps:.0f} GB/s, another run): "
+            f"about {f['ms']:.2f} ms, {f['share']:.0%} of step 6's {step6:.3f} ms (an estimate)."
+        ),
+        holds=lambda f: f["share"] < 0.05,
+        states="the transpose is a few percent of step 6's time",
+    )
