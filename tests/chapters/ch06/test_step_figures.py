@@ -35,3 +35,31 @@ def test_the_closing_sentence_names_each_share_and_raises_if_a_numba_kernel_pass
     faster = [r | {"tflops": 1.01 * cublas} if r["name"] == STEP4 else r for r in rows]
     with pytest.raises(AssertionError, match="came closer to the FP32 peak"):
         peaks.takeaway(faster, peak, header["device"])
+
+
+def test_the_whole_kernel_share_times_issue_slots_predicts_each_step_and_a_noisy_median_is_flagged(capsys):
+    prof, _ = step_figures.lookup("bench.gemm.N4096.ncu")
+    w = step_figures.whole_kernel(prof, timing.stored_results("ch6.regblock"), 4096)
+    assert w["share"][STEP4] < w["share"]["regblock_2d_warptile"] < w["share"]["regblock_2d_async"]
+    assert all(abs(w["product"][k] - w["peak"][k]) < 0.04 for k in w["peak"]), w
+    rows, _, header = peaks.stored_matmuls(("bench.gemm.N4096",))
+    spec = gpus.spec_for(header["device"])
+    peak = {"FP32": spec.fp32_tflops, "TF32": spec.fp16_tensor_tflops / 2}
+    peak |= {"FP16": spec.fp16_tensor_tflops, "BF16": spec.fp16_tensor_tflops}
+    sentence = peaks.takeaway(rows, peak, header["device"])  # the stored BF16 median is 11% above its min
+    assert "cuBLAS BF16" in sentence and sentence.count("a noisy median") == 1
+
+
+def test_06d_reads_step_4s_changes_and_the_small_layers_from_the_stored_runs(capsys):
+    from cudalearn.chapters.ch06 import tc_figures
+
+    tc_figures.step4_parts(4096)
+    tc_figures.mlp_read_back()
+    out = " ".join(capsys.readouterr().out.split())
+    assert "17 variants" in out and "the 128 x 256 tile alone" in out and "for 132 SMs" in out
+
+
+def test_the_transpose_estimate_is_a_few_percent_of_step_6(capsys):
+    step_figures.transpose_share(4096, timing.stored_results("ch6.regblock"))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "of step 6's" in out and "another run" in out

@@ -148,6 +148,15 @@ def test_block_flops_match_the_flop_counter(n, d, heads, ratio):
     assert vit.attention_share(n, d, ratio) == pytest.approx(f["attention"] / sum(f.values()))
 
 
+def test_patch_halving_at_vit_base_costs_mostly_n_and_attention_crosses_at_2_plus_r_times_d():
+    f = vit.patch_halving(224, 16, 768, 4)
+    assert f["tokens"] == (196, 784) and f["crossover"] == 4608
+    assert f["share"][0] == pytest.approx(4 * 196 / (24 * 768 + 4 * 196)) and f["share"][1] < 0.15
+    assert 4 < f["growth"] < 4.5
+    n = f["crossover"]
+    assert vit.attention_share(n, 768, 4) == pytest.approx(0.5)  # attention = the rest at the crossover
+
+
 def test_working_ops_of_a_block_leave_out_views_and_allocations():
     """9b divides a block's time by these operators: each computes or copies, none is a free view."""
     block = vit.TransformerBlock(24, 3).to("meta")

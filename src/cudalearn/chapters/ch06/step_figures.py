@@ -14,7 +14,7 @@ from cudalearn.chapters.ch06.bench import BASELINE, GOAL, RIVAL
 from cudalearn.chapters.ch06.claims import wavefronts_per_fma
 from cudalearn.chapters.ch06.figures.peaks import stored_matmuls
 from cudalearn.chapters.ch06.kernels.regblock_tiles import ASYNC
-from cudalearn.measure import stated, timing
+from cudalearn.measure import gpus, stated, timing
 from cudalearn.measure.reference import label, lookup
 
 ORDER = ["regblock_1d", "regblock_2d_simple", "regblock_2d_vec", "regblock_2d_prefetch"]  # steps 1-4
@@ -81,7 +81,8 @@ def steps(n: int) -> None:
     The text says: step 1 runs about as fast as Chapter 3's tile, steps 2-4 each get faster, step 3
     more than doubles step 2, 6a's two steps faster again; step 2 takes over 128 registers and one
     block an SM; most of step 1's loop is neither FFMA nor load; steps 3 and 4 hold 64 and 256 FFMA a
-    loop; 3.00 wavefronts per LDS.128 and almost no conflicts; all from one stored run."""
+    loop; 3.00 wavefronts per LDS.128 and almost no conflicts; Chapter 3's tile 1.50 shared-load
+    wavefronts per FFMA; all from one stored run."""
     stored = timing.stored_results("ch6.regblock")
     res, res_run = lookup("ch6.regblock_resources")
     prof, prof_run = lookup(f"bench.gemm.N{n}.ncu")
@@ -100,6 +101,8 @@ def steps(n: int) -> None:
     per_load = vec[WAVEFRONTS] / vec[SHARED_LOADS]  # every shared load of this step is an LDS.128
     conflicts = vec["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"] / vec[WAVEFRONTS]
     print(f"regblock_2d_vec: {per_load:.2f} shared wavefronts per LDS.128, {conflicts:.2%} of them conflicts")
+    tiled = wavefronts_per_fma(prof, "matmul_tiled", n)  # Chapter 3's kernel, two reads an FMA in the source
+    print(f"matmul_tiled (Chapter 3): {tiled:.2f} shared-load wavefronts per warp FFMA")
     loop_ffma = {name: res[name]["sass"]["loop"]["FFMA"] for name in ORDER[2:]}
     print("FFMA a pass of the hot loop: " + ", ".join(f"{name} {f}" for name, f in loop_ffma.items()))
     stated.check(
@@ -117,9 +120,11 @@ def steps(n: int) -> None:
             and loop_ffma == {"regblock_2d_vec": 64, "regblock_2d_prefetch": 256}
             and f"{per_load:.2f}" == "3.00"
             and conflicts < 0.001
+            and f"{tiled:.2f}" == "1.50"
         ),
         "step 1 ~ the tile; 2-4 faster each; step 3 > 2x step 2; 6a's steps faster again; step 2 > 128 "
-        "registers, 1 block; step 1's loop mostly other work; 64 and 256 FFMA; 3.00 wavefronts per LDS.128",
+        "registers, 1 block; step 1's loop mostly other work; 64 and 256 FFMA; 3.00 wavefronts per LDS.128; "
+        "Chapter 3's tile 1.50 wavefronts per FFMA",
     )
 
 
@@ -159,7 +164,10 @@ def warp_steps(n: int, timed: Any) -> None:
 
     The text says: the FFMA share rises over steps 1-4 and step 6's is below steps 4 and 5; step 5
     runs 8 warps an SM, steps 3, 4 and 6 16; step 6 keeps the issue slots busier than steps 4 and 5,
-    cuBLAS busier still; step 6 is the fastest; step 5 takes 17% fewer wavefronts per FFMA than step 4."""
+    cuBLAS busier still; step 6 is the fastest; step 5 takes 17% fewer wavefronts per FFMA than step 4,
+    all of it from its micro-tile's fewer loads a FFMA (each of its loads costs more wavefronts); cuBLAS
+    runs the fewest warps with the fewest cycles between a warp's instructions; and (`whole_kernel`)
+    the whole kernel's FFMA share orders steps 4 to 6 as their speeds."""
     res, _ = lookup("ch6.regblock_resources")
     prof, _ = lookup(f"bench.gemm.N{n}.ncu")
     share = {name: r["sass"]["loop"]["ffma_share"] for name, r in res.items() if r.get("sass")}
@@ -175,6 +183,28 @@ def warp_steps(n: int, timed: Any) -> None:
     fewer = 1 - per_fma["regblock_2d_warptile"] / per_fma["regblock_2d_prefetch"]
     print("shared-load wavefronts per warp FFMA:", ", ".join(f"{name} {w}" for name, w in per_fma.items()))
     print(f"step 5 takes {fewer:.0%} fewer than step 4")
+    loads = {name: res[name]["sass"]["loop"]["LDS"] / res[name]["sass"]["loop"]["FFMA"] for name in pair}
+    per_load = {name: prof[name][WAVEFRONTS] / prof[name][SHARED_LOADS] for name in pair}
+    print(
+        stated.wrap(
+            "shared loads per FFMA in the hot loop (set by the micro-tile): "
+            + ", ".join(f"{name} {v:.4f}" for name, v in loads.items())
+            + "; wavefronts per shared load (Nsight Compute): "
+            + ", ".join(f"{name} {v:.2f}" for name, v in per_load.items())
+        )
+    )
+    whole = whole_kernel(prof, timed, n)
+    stated.check(
+        whole,
+        timed.label,
+        lambda w: (
+            w["share"]["regblock_2d_prefetch"] < w["share"]["regblock_2d_warptile"] < w["share"][ASYNC]
+            and all(abs(w["product"][k] - w["peak"][k]) < 0.04 for k in w["peak"])
+        ),
+        "the whole kernel's FFMA share orders steps 4 < 5 < 6; share x issue slots within 4 points of peak",
+    )
+    occupancy = {name: m["Achieved Occupancy"] for name, m in prof.items()}
+    per_issue = {name: m["Warp Cycles Per Issued Instruction"] for name, m in prof.items()}
     stated.check(
         share,
         timed.label,
@@ -186,7 +216,64 @@ def warp_steps(n: int, timed: Any) -> None:
             and max(busy["regblock_2d_prefetch"], busy["regblock_2d_warptile"]) < busy[ASYNC] < busy["cuBLAS"]
             and max(rate, key=lambda name: rate[name] if name.startswith("regblock") else 0) == ASYNC
             and f"{fewer:.0%}" == "17%"
+            and loads["regblock_2d_warptile"] < 0.8 * loads["regblock_2d_prefetch"]
+            and per_load["regblock_2d_warptile"] > per_load["regblock_2d_prefetch"]
+            and min(occupancy, key=occupancy.get) in ("gemm", "regblock_2d_warptile")
+            and occupancy["gemm"] <= min(occupancy[name] for name in [*ORDER[2:], ASYNC])
+            and min(per_issue, key=per_issue.get) == "gemm"
         ),
         "the FFMA share rises over steps 1-4, step 6's below 4 and 5; 8 warps an SM for step 5, 16 for the "
-        "others; step 6 busier than 4 and 5, cuBLAS busier still; step 6 fastest; 17% fewer wavefronts",
+        "others; step 6 busier than 4 and 5, cuBLAS busier still; step 6 fastest; 17% fewer wavefronts, "
+        "from a quarter fewer loads a FFMA, each load costing more; cuBLAS the fewest warps and the "
+        "fewest cycles between a warp's instructions",
+    )
+
+
+def whole_kernel(prof: dict[str, Any], timed: Any, n: int) -> dict[str, dict[str, float]]:
+    """Deep dive 6a: each kernel's FFMA share of all it executed, x issue slots busy, against the peak.
+
+    Prints and returns {"share", "product", "peak"}: the n**3 / 32 warp FFMAs over the executed
+    instructions (Nsight Compute's executed IPC x active cycles x SMs), that share times the issue
+    slots busy, and the measured fraction of the FP32 datasheet peak (stored timings, same run)."""
+    spec = gpus.spec_for(timed.label)
+    rate = {r["name"]: r["gflops"] for r in timed.rows}
+    names = {"regblock_2d_prefetch": "step 4", "regblock_2d_warptile": "step 5", ASYNC: "step 6"}
+    names |= {"gemm": "cuBLAS FP32"}
+    share, product, peak = {}, {}, {}
+    for name in names:
+        m = prof[name]
+        executed = m["Executed Ipc Active"] * m["SM Active Cycles"] * m["# SMs"]
+        share[name] = n**3 / 32 / executed
+        product[name] = share[name] * m["Issue Slots Busy"] / 100
+        peak[name] = rate["cuBLAS FP32" if name == "gemm" else name] / 1e3 / spec.fp32_tflops
+    print(
+        stated.wrap(
+            "over the whole kernel (FFMA share of the executed instructions x issue slots busy = predicted, "
+            "measured share of the FP32 peak): "
+            + "; ".join(
+                f"{label} {share[k]:.0%} x {prof[k]['Issue Slots Busy'] / 100:.0%} = {product[k]:.0%}, "
+                f"measured {peak[k]:.0%}"
+                for k, label in names.items()
+            )
+        )
+    )
+    return {"share": share, "product": product, "peak": peak}
+
+
+def transpose_share(n: int, timed: Any) -> None:
+    """Deep dive 6a: step 6's transpose of A (2 n**2 floats moved) at Chapter 4's stored padded-transpose
+    rate, another run, as a share of step 6's stored time. The text says: a few percent (under 5%)."""
+    ch4, ch4_run = lookup("ch4.transpose")
+    gbps = {r["name"]: r["gbps"] for r in ch4["rows"]}["transpose_tiled32_padded"]
+    ms = 2 * 4 * n * n / gbps / 1e6  # read and write n * n float32
+    step6 = {r["name"]: r["median_ms"] for r in timed.rows}[ASYNC]
+    stated.say(
+        {"ms": ms, "share": ms / step6},
+        f"{timed.label}; the transpose: {label(ch4_run)}",
+        lambda f: (
+            f"A's transpose at N = {n}, at Chapter 4's padded-transpose rate ({gbps:.0f} GB/s, another run): "
+            f"about {f['ms']:.2f} ms, {f['share']:.0%} of step 6's {step6:.3f} ms (an estimate)."
+        ),
+        holds=lambda f: f["share"] < 0.05,
+        states="the transpose is a few percent of step 6's time",
     )

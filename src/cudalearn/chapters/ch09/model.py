@@ -29,6 +29,7 @@ int64, logits (B, classes).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -163,12 +164,13 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Self-attention of the tokens x (B, N, D) -> (B, N, D)."""
-        b, n, d = x.shape
-        qkv = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]  # (b, heads, n, d/heads) each
-        scores = (q @ k.transpose(-2, -1)) * (d // self.heads) ** -0.5  # (b, heads, n, n)
-        out = scores.softmax(dim=-1) @ v  # (b, heads, n, d/heads)
-        return self.proj(out.transpose(1, 2).reshape(b, n, d))
+        b, n, dim = x.shape
+        d = dim // self.heads  # one head's length: the d of the scaling 1 / sqrt(d)
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, d).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]  # (b, heads, n, d) each
+        scores = (q @ k.transpose(-2, -1)) * d**-0.5  # (b, heads, n, n)
+        out = scores.softmax(dim=-1) @ v  # (b, heads, n, d)
+        return self.proj(out.transpose(1, 2).reshape(b, n, dim))
 
 
 class TransformerBlock(nn.Module):
@@ -319,6 +321,22 @@ def attention_share(tokens: int, dim: int, mlp_ratio: int = 2) -> float:
     """Fraction of a block's matmul FLOPs spent in the N x N attention products (Chapter 9)."""
     f = block_flops(tokens, dim, mlp_ratio)
     return f["attention"] / sum(f.values())
+
+
+def patch_halving(image: int, p: int, dim: int, mlp_ratio: int) -> dict[str, Any]:
+    """What halving the patch from p to p / 2 does to one block's FLOPs, from `block_flops` (Chapter 9, 9b).
+
+    {"tokens": (N, N'), "share": attention's share at each, "growth": the block's FLOPs N' over N,
+    "crossover": the N at which attention costs as much as the rest, (2 + mlp_ratio) * dim}.
+    """
+    n0, n1 = num_patches(image, image, p), num_patches(image, image, p // 2)
+    total = {n: sum(block_flops(n, dim, mlp_ratio).values()) for n in (n0, n1)}
+    return {
+        "tokens": (n0, n1),
+        "share": (attention_share(n0, dim, mlp_ratio), attention_share(n1, dim, mlp_ratio)),
+        "growth": total[n1] / total[n0],
+        "crossover": (2 + mlp_ratio) * dim,
+    }
 
 
 def plot_learning_curves(results: dict, *, title: str = "test accuracy against training-set size"):
