@@ -381,4 +381,3 @@ def check_over_cap(error: str) -> None:
             f"exceed it ({in_use / 2**30:.2f} GiB in use, {allowed / 2**30:.2f} GiB allowed, "
             f"{(allocated + cached + request) / 2**30:.2f} GiB in the sum): reread the paragraph on the error"
         )
-

@@ -26,9 +26,8 @@ def show_table(results: Mapping[str, dict], where: str) -> None:
         loss, acc = ([run[k] for run in r["runs"]] for k in ("train_loss", "test_acc"))
         loss_range = f"{min(loss):.4f}-{max(loss):.4f}" if seeds > 1 else ""
         acc_range = f"{min(acc):.3f}-{max(acc):.3f}" if seeds > 1 else ""
-        print(
-            f"{name:15s} {r['layers']:6d} {r['train_loss']:10.4f} {loss_range:>15s} {r['test_acc']:13.3f}  {acc_range}"
-        )
+        means = f"{r['train_loss']:10.4f} {loss_range:>15s} {r['test_acc']:13.3f}"
+        print(f"{name:15s} {r['layers']:6d} {means}  {acc_range}")
 
 
 def check_depth_result(results: Mapping[str, dict], margin: float) -> None:
