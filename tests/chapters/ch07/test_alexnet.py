@@ -230,6 +230,18 @@ def test_jpeg_crops_are_random_windows_and_reproducible():
     assert [photos.window(i) for i in range(6)] != first  # a new epoch, new windows
 
 
+def test_a_new_epoch_reaches_persistent_workers():
+    # Persistent workers keep the data set they started with: the epoch must still reach them (book 07a).
+    photos = input_pipeline.JpegCrops(4, source=40, crop=32)
+    loader = torch.utils.data.DataLoader(photos, batch_size=2, num_workers=2, persistent_workers=True)
+    first = torch.cat([x for x, _ in loader])
+    photos.epoch = 1
+    second = torch.cat([x for x, _ in loader])  # the same worker processes as the first pass
+    alone = torch.cat([x for x, _ in torch.utils.data.DataLoader(photos, batch_size=2)])
+    assert not torch.equal(first, second), "the workers drew epoch 0's windows again"
+    torch.testing.assert_close(second, alone, rtol=0, atol=0)
+
+
 # The lab's checks ----------------------------------------------------------------
 
 

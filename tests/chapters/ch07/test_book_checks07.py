@@ -11,6 +11,22 @@ ERROR = (
 )
 
 
+CAPPED = (
+    "CUDA out of memory. Tried to allocate 548.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which "
+    "134.23 GiB is free. Including non-PyTorch memory, this process has {in_use} memory in use. 4.94 GiB "
+    "allowed; Of the allocated memory 3.69 GiB is allocated by PyTorch, and {cached} is reserved by PyTorch "
+    "but unallocated."
+)
+
+
+def test_check_over_cap_reads_the_process_above_its_cap_and_the_sum_above_it():
+    step_memory.check_over_cap(CAPPED.format(in_use="5.56 GiB", cached="1.13 GiB"))
+    with pytest.raises(AssertionError, match="reread the paragraph on the error"):
+        step_memory.check_over_cap(CAPPED.format(in_use="4.00 GiB", cached="1.13 GiB"))
+    with pytest.raises(AssertionError, match="reread the paragraph on the error"):
+        step_memory.check_over_cap(CAPPED.format(in_use="5.56 GiB", cached="10.00 MiB"))
+
+
 def test_check_fragmented_passes_when_the_cache_exceeds_the_request():
     step_memory.check_fragmented(ERROR.format(cached="1.13 GiB"))
 

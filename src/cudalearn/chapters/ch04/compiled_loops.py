@@ -51,6 +51,10 @@ NOTES = (  # (what a SASS line contains, what it does in the padded loop), first
     ("LOP3.LUT", "<- AND: 33 if the index is negative, else 0"),
     ("0x21", "<- times 33, the padded row length"),
     (".EX", "<- a 64-bit compare (high half)"),
+    ("ISETP.NE.U32", "<- a 64-bit compare (low half)"),
+    ("IMAD.IADD", "<- an add (a multiply-add by 1)"),
+    ("LEA.HI", "<- + 32 if the index is negative"),
+    ("LEA ", "<- a shared address: base + 4 x index"),
     ("SEL", "<- the 64-bit loop counter's select"),
 )
 

@@ -182,16 +182,15 @@ class FusedMLP(_NumbaMLP):
             WT.copy_to_device(np.ascontiguousarray(W.T))
 
     def forward_launches(self, X) -> list:
-        """The launches of the forward pass on X (m, d), m <= batch: [(kernel, (grid, block), args)]."""
+        """The forward pass's launches on X (m, d), m <= batch: [(kernel, (grid, block), args)]."""
         m = X.shape[0]
         out = []
         A_prev = X
         for layer in range(self.layers):
             A = self.A[layer] if m == self.batch else self.A[layer][:m]  # a slice costs host time
             relu = int(layer < self.layers - 1)
-            out.append(
-                (*self.product("linear_forward", A.shape), (A_prev, self.W[layer], self.b[layer], A, relu))
-            )
+            args = (A_prev, self.W[layer], self.b[layer], A, relu)
+            out.append((*self.product("linear_forward", A.shape), args))
             A_prev = A
         return out
 
@@ -206,9 +205,10 @@ class FusedMLP(_NumbaMLP):
         return args[3]
 
     def step_launches(self, X, y, losses, s: int) -> list:
-        """The launches of one SGD step, in order: [(kernel, (grid, block), args)]; `step` runs them.
+        """One SGD step's launches, in order: [(kernel, (grid, block), args)]; `step` runs them.
 
-        The loss kernel's loss buffer and step index are its arguments LOSS_BUFFER_ARG and LOSS_STEP_ARG.
+        The loss kernel's loss buffer and step index are its arguments
+        LOSS_BUFFER_ARG and LOSS_STEP_ARG.
         """
         L, k, tiles = self.layers, self.k, self.tiles
         out = self.forward_launches(X)

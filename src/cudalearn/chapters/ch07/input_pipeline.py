@@ -24,7 +24,10 @@ class JpegCrops(torch.utils.data.Dataset):
     float32 tensor (3, crop, crop) and a label (i % classes). The sources
     are `count` squares of `source` pixels cut from scikit-learn's two
     sample photos. The randomness of item i comes from (seed, i, epoch),
-    so a run is reproducible whatever the number of workers.
+    so a run is reproducible whatever the number of workers. The epoch
+    lives in shared memory: a DataLoader's workers keep the copy of the
+    data set they got when they started (with `persistent_workers=True`,
+    once per loader), and setting `epoch` between passes still reaches them.
     """
 
     def __init__(
@@ -43,7 +46,17 @@ class JpegCrops(torch.utils.data.Dataset):
             buf = io.BytesIO()
             Image.fromarray(photo[top : top + source, left : left + source]).save(buf, "JPEG", quality=90)
             self.jpegs.append(buf.getvalue())
-        self.source, self.crop, self.classes, self.seed, self.epoch = source, crop, classes, seed, 0
+        self.source, self.crop, self.classes, self.seed = source, crop, classes, seed
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # one value every worker reads
+
+    @property
+    def epoch(self) -> int:
+        """The pass the random windows are drawn for; set it before a pass, workers see it."""
+        return int(self._epoch[0])
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self._epoch[0] = value
 
     def __len__(self) -> int:
         return len(self.jpegs)

@@ -363,3 +363,21 @@ def check_fragmented(error: str) -> None:
             f"the text says the cache held more than the failed request ({cached / 2**20:.0f} MiB cached, "
             f"{request / 2**20:.0f} MiB requested): reread the paragraph on fragmentation"
         )
+
+
+def check_over_cap(error: str) -> None:
+    """Chapter 7: raise unless the capped OOM message reads as the text says: the process holds more
+    than the cap (the cap binds PyTorch's allocator only, not the CUDA context), and PyTorch's
+    allocated plus reserved-but-unused bytes plus the request exceed the cap."""
+    number = r"([0-9.]+) (KiB|MiB|GiB)"
+    in_use = _error_bytes(error, rf"this process has {number} memory in use")
+    allowed = _error_bytes(error, rf"{number} allowed")
+    allocated = _error_bytes(error, rf"{number} is allocated by PyTorch")
+    cached = _error_bytes(error, rf"{number} is reserved by PyTorch but unallocated")
+    request = _error_bytes(error, rf"Tried to allocate {number}")
+    if not (in_use > allowed and allocated + cached + request > allowed):
+        raise AssertionError(
+            f"the text says the process holds more than the cap and that allocated + cached + request "
+            f"exceed it ({in_use / 2**30:.2f} GiB in use, {allowed / 2**30:.2f} GiB allowed, "
+            f"{(allocated + cached + request) / 2**30:.2f} GiB in the sum): reread the paragraph on the error"
+        )

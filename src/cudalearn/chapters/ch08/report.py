@@ -15,13 +15,19 @@ CHANCE_LOSS = math.log(10)
 
 
 def show_table(results: Mapping[str, dict], where: str) -> None:
-    """Print one line per network: layers, final training loss and test accuracy (Chapter 8)."""
+    """Print one line per network: layers, final training loss and test accuracy, each a mean over the
+    seeds with the lowest and highest seed's value beside it, since a mean can hide a failed run (Ch. 8)."""
+    seeds = len(next(iter(results.values()))["runs"])
     print(where)
-    print(f"means over {len(next(iter(results.values()))['runs'])} seed(s)")
-    print(f"{'network':15s} {'layers':>6s} {'train loss':>10s} {'test accuracy':>13s}")
+    print(f"means over {seeds} seed(s)" + (", then the lowest and highest seed's" if seeds > 1 else ""))
+    print(f"{'network':15s} {'layers':>6s} {'train loss':>10s} {'':15s} {'test accuracy':>13s}")
     for name in sorted(results, key=lambda n: (results[n]["layers"], results[n]["skip"])):
         r = results[name]
-        print(f"{name:15s} {r['layers']:6d} {r['train_loss']:10.4f} {r['test_acc']:13.3f}")
+        loss, acc = ([run[k] for run in r["runs"]] for k in ("train_loss", "test_acc"))
+        loss_range = f"{min(loss):.4f}-{max(loss):.4f}" if seeds > 1 else ""
+        acc_range = f"{min(acc):.3f}-{max(acc):.3f}" if seeds > 1 else ""
+        means = f"{r['train_loss']:10.4f} {loss_range:>15s} {r['test_acc']:13.3f}"
+        print(f"{name:15s} {r['layers']:6d} {means}  {acc_range}")
 
 
 def check_depth_result(results: Mapping[str, dict], margin: float) -> None:
