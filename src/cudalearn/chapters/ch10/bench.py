@@ -205,6 +205,23 @@ def attention_candidates(n: int, d: int, seed: int = 0) -> dict:
     }
 
 
+def twice_timed_gap(key: str, bench_key: str) -> dict | None:
+    """{'gap': largest |median ratio - 1|} over the rows that the stored `key` (a book cell's timing)
+    and `bench_key` (this benchmark's) share, when one stored run holds both; else None (book 10).
+
+    The book and this script time the same kernels in one session: how far their medians differ is
+    that session's run-to-run noise.
+    """
+    from cudalearn.measure import reference
+
+    (a, head_a), (b, head_b) = reference.lookup(key), reference.lookup(bench_key)
+    if a is None or b is None or head_a.get("created") != head_b.get("created"):
+        return None
+    first, again = ({r["name"]: r["median_ms"] for r in f["rows"]} for f in (a, b))
+    shared = first.keys() & again.keys()
+    return {"gap": max(abs(first[k] / again[k] - 1) for k in shared), "rows": len(shared)} if shared else None
+
+
 def _ms(results) -> dict:
     """{name: median ms} of a Results' rows (None where nothing was timed)."""
     return {r["name"]: r.get("median_ms") for r in results.rows}

@@ -3,10 +3,13 @@
 `launch_twice` is the child an ncu run profiles (`scripts/ncu_rows.py`): each softmax and LayerNorm row
 kernel launched twice at the chapter's GPU shapes (the second, warm launch is kept). `METRICS` is what
 ncu is asked for; the stored profile (key `ch10.ncu_rows`) holds them per kernel, with the sizes.
-`dram_sweeps` reads it: the DRAM bytes a kernel read, in reads of the whole array.
+`dram_sweeps` reads it: the DRAM bytes a kernel read, in reads of the whole array; `tested` says, for
+a summary, whether a stored profile bears on an explanation.
 """
 
 from __future__ import annotations
+
+from cudalearn.measure import stated
 
 #: The kernels profiled, by the names of `cudalearn.chapters.ch10.kernels` (softmax, layernorm).
 SOFTMAX_KERNELS = ("softmax_warp", "softmax_online", "softmax_registers")
@@ -66,3 +69,14 @@ def dram_sweeps(profile: dict, name: str) -> float:
     """DRAM bytes `name` read in the stored profile, in whole reads of its input array (Ch. 10)."""
     size = profile["size"]["softmax" if name in SOFTMAX_KERNELS else "layernorm"]
     return profile["metrics"][name]["dram__bytes_read.sum"] / (4 * size["rows"] * size["cols"])
+
+
+def tested(what: str) -> str:
+    """A summary's sentence: whether a stored profile bears on `what` (books 10 and 10d)."""
+    profile, where = stated.stored("ch10.ncu_rows")
+    if profile is None:
+        return stated.wrap(
+            f"No Nsight Compute profile of these kernels is stored yet: nothing here tests {what} "
+            "(scripts/ncu_rows.py would)."
+        )
+    return stated.wrap(f"The stored Nsight Compute profile ({where}) is printed above: read {what} in it.")

@@ -150,7 +150,7 @@ def attention_fused(q, k, v, o, scale):
         for r in range(QW):
             # a key past n scores -inf: its weight exp(-inf - m) is 0
             sa = s[r, 0] * scale if j0 + lane < n else NEG_INF
-            sb = s[r, 1] * scale if j0 + lane + 32 < n else NEG_INF  # signed: no uint64 vs int64
+            sb = s[r, 1] * scale if j0 + lane + 32 < n else NEG_INF  # int64: no float64 compare
             m_new = max(m[r], warp_max(max(sa, sb)))  # finite: key j0 (lane 0) is always inside
             s[r, 0] = math.exp(sa - m_new)
             s[r, 1] = math.exp(sb - m_new)

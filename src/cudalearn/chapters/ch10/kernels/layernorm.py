@@ -116,7 +116,7 @@ def layernorm(x, gamma, beta, y, eps):
     formula, the mean and then the squared deviations from it, at no extra
     memory traffic; the lanes' summaries merge by Chan's rule through
     shuffles (`warp_welford`); the row is written once, from registers.
-    Indices are unsigned (see `softmax_registers`).
+    Indices are unsigned: no negative-index wrap-around code (Chapter 2a).
     """
     lane = uint32(cuda.threadIdx.x)
     row = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y)
@@ -243,7 +243,8 @@ def layernorm_pairs(x2, g2, b2, y2, eps):
             if j < pairs:
                 g0, g1 = _unpack_pair(g2[j])
                 c0, c1 = _unpack_pair(b2[j])
-                y2[row, j] = _pack_pair((lo[k] - mean) * rstd * g0 + c0, (hi[k] - mean) * rstd * g1 + c1)
+                y0 = (lo[k] - mean) * rstd * g0 + c0
+                y2[row, j] = _pack_pair(y0, (hi[k] - mean) * rstd * g1 + c1)
 
 
 # Host side -----------------------------------------------------------------------------------

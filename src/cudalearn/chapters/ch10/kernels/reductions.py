@@ -95,7 +95,7 @@ def warp_max(v):
 
 @cuda.jit(device=True, inline="always")
 def sum_over_block(v, scratch):
-    """The sum of v over a block, in every thread: warp sums, then the warps' sums in order (Chapter 10).
+    """v summed over a block, in every thread: warp sums, then the warps' sums in order (Ch. 10).
 
     `scratch` is a shared float32 array of at least WARPS elements; all threads
     of the block must call it (it has barriers). The second barrier lets
