@@ -65,3 +65,21 @@ def test_a_rerun_that_changes_a_quoted_figure_fails_the_cell_that_quotes_it(monk
     (copy / name).write_text(reference.dumps(data))
     with pytest.raises(stated.StaleProse, match="rate above every datasheet"):
         _run_cells(monkeypatch, copy)
+
+
+def test_figures_measured_now_that_contradict_the_text_are_said_on_a_students_gpu_and_raise_in_a_course_run(
+    monkeypatch, capsys
+):
+    holds, states = (lambda f: f["a"] > f["b"]), "a beats b"
+    measured = f"{reference.MEASURED_NOW} on NVIDIA Tesla T4"
+    monkeypatch.delenv(stated.STRICT, raising=False)
+    stated.check({"a": 1, "b": 2}, measured, holds, states)  # a student's T4: said, not raised
+    out = capsys.readouterr().out
+    assert "'a beats b'" in out and "Tesla T4" in out and "not an error" in out
+    with pytest.raises(stated.StaleProse, match="a beats b"):  # a stored run can only be stale prose
+        stated.check({"a": 1, "b": 2}, "reference run on NVIDIA H100 80GB HBM3 (sm_90)", holds, states)
+    monkeypatch.setenv(stated.STRICT, "1")  # the course's own GPU run (scripts/gpu_run.py)
+    with pytest.raises(stated.StaleProse, match="a beats b"):
+        stated.check({"a": 1, "b": 2}, measured, holds, states)
+    stated.check({"a": 3, "b": 2}, measured, holds, states)  # holds: silent
+    assert capsys.readouterr().out == ""

@@ -44,6 +44,8 @@ STORED = Path(__file__).resolve().parents[1] / "data" / "reference"
 SAME_RUN = ("device", "compute_capability", "device_count", "sms", "memory_bytes", "mode", "versions")
 RECORDED = ("numba", "numba-cuda", "numpy", "llvmlite", "torch")  # the packages a stored run names
 
+MEASURED_NOW = "measured now"  # how `figures` names figures just measured on this GPU (stated.check reads it)
+
 
 class StoredFiguresError(ValueError):
     """A stored file not in the reference format, or a merge that would mix runs (all chapters)."""
@@ -172,7 +174,7 @@ def figures(key: str, measure: Callable[[], dict[str, Any]]) -> tuple[dict[str, 
 
     if device.mode() == "gpu":
         values = record(key, measure())
-        return values, f"measured now on {device.info().device}"
+        return values, f"{MEASURED_NOW} on {device.info().device}"
     stored, data = lookup(key)
     if stored is None:
         return None, "no reference GPU run is stored for this figure yet (this machine has no GPU)"

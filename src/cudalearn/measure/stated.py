@@ -22,12 +22,15 @@ book before it is adopted. Markdown keeps the words that hold whatever the rerun
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable
 from typing import Any
 
 from cudalearn.measure import reference
 
+MEASURED_NOW = reference.MEASURED_NOW
+STRICT = "CUDALEARN_STRICT_PROSE"  # set by the course's GPU runs: a stale sentence raises there
 WIDTH = 100  # the book's widest output line (cudalearn.course.book.MAX_OUTPUT_COLUMNS)
 
 
@@ -68,13 +71,28 @@ def one_run(*keys: str) -> bool:
 
 
 def check(figures: dict[str, Any], where: str, holds: Callable[[dict[str, Any]], Any], states: str) -> None:
-    """Raise StaleProse when `holds(figures)` is false: the prose's `states` no longer matches `where`."""
-    if not holds(figures):
-        raise StaleProse(
-            f"the text says {states!r}, and the figures of {where} do not show it: a rerun changed them. "
-            "Reread the prose around this cell against the figures printed above, then fix the sentence "
-            "(or the code this check reads)."
+    """Raise StaleProse when `holds(figures)` is false: the prose's `states` no longer matches `where`.
+
+    Figures measured now (on a student's GPU) are that machine's own: a shape the prose reads in the
+    course's stored run may not hold there, a result about that machine, not an error, so it is said,
+    not raised. The course's own GPU runs (`scripts/gpu_run.py` sets CUDALEARN_STRICT_PROSE=1) raise.
+    """
+    if holds(figures):
+        return
+    if where.startswith(MEASURED_NOW) and not os.environ.get(STRICT):
+        print(
+            wrap(
+                f"Note: the text says {states!r}, from the course's stored run; the figures of {where} "
+                "do not show it. Your machine differs here (its GPU or its host CPU): a result, not an "
+                "error in your code."
+            )
         )
+        return
+    raise StaleProse(
+        f"the text says {states!r}, and the figures of {where} do not show it: a rerun changed them. "
+        "Reread the prose around this cell against the figures printed above, then fix the sentence "
+        "(or the code this check reads)."
+    )
 
 
 def say(
