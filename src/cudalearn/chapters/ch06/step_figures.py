@@ -165,9 +165,11 @@ def warp_steps(n: int, timed: Any) -> None:
     The text says: the FFMA share rises over steps 1-4 and step 6's is below steps 4 and 5; step 5
     runs 8 warps an SM, steps 3, 4 and 6 16; step 6 keeps the issue slots busier than steps 4 and 5,
     cuBLAS busier still; step 6 is the fastest; step 5 takes 17% fewer wavefronts per FFMA than step 4,
-    all of it from its micro-tile's fewer loads a FFMA (each of its loads costs more wavefronts); cuBLAS
-    runs the fewest warps with the fewest cycles between a warp's instructions; and (`whole_kernel`)
-    the whole kernel's FFMA share orders steps 4 to 6 as their speeds."""
+    all of it from its micro-tile's fewer loads a FFMA (its loads cost more wavefronts on average, as
+    Chapter 6's 4 a read of B and 2 a read of A give for its mix of four reads of B and two of A); cuBLAS
+    runs the fewest warps with the fewest cycles between a warp's instructions; (`whole_kernel`) the whole
+    kernel's FFMA share orders steps 4 to 6 as their speeds; and (`what_limits`) step 6's whole-kernel
+    share is level with cuBLAS's, so its gap is the issue slots busy."""
     res, _ = lookup("ch6.regblock_resources")
     prof, _ = lookup(f"bench.gemm.N{n}.ncu")
     share = {name: r["sass"]["loop"]["ffma_share"] for name, r in res.items() if r.get("sass")}
@@ -218,14 +220,46 @@ def warp_steps(n: int, timed: Any) -> None:
             and f"{fewer:.0%}" == "17%"
             and loads["regblock_2d_warptile"] < 0.8 * loads["regblock_2d_prefetch"]
             and per_load["regblock_2d_warptile"] > per_load["regblock_2d_prefetch"]
+            and abs(per_load["regblock_2d_prefetch"] - (2 * 4 + 2 * 2) / 4) < 0.01  # B 4, A 2 (Chapter 6)
+            and abs(per_load["regblock_2d_warptile"] - (4 * 4 + 2 * 2) / 6) < 0.01  # the same, step 5's mix
+            and s["regblock_2d_simple"] < 0.5
             and min(occupancy, key=occupancy.get) in ("gemm", "regblock_2d_warptile")
             and occupancy["gemm"] <= min(occupancy[name] for name in [*ORDER[2:], ASYNC])
             and min(per_issue, key=per_issue.get) == "gemm"
         ),
         "the FFMA share rises over steps 1-4, step 6's below 4 and 5; 8 warps an SM for step 5, 16 for the "
         "others; step 6 busier than 4 and 5, cuBLAS busier still; step 6 fastest; 17% fewer wavefronts, "
-        "from a quarter fewer loads a FFMA, each load costing more; cuBLAS the fewest warps and the "
-        "fewest cycles between a warp's instructions",
+        "from a quarter fewer loads a FFMA, the loads costing more on average (4 x 4 + 2 x 2) / 6 = 3.33 "
+        "against (2 x 4 + 2 x 2) / 4 = 3; under half of the simple kernel's loop FFMAs; cuBLAS the fewest "
+        "warps and the fewest cycles between a warp's instructions",
+    )
+    what_limits(whole, prof, timed.label)
+
+
+def what_limits(whole: dict[str, dict[str, float]], prof: dict[str, Any], where: str) -> None:
+    """Deep dive 6a's conclusion: step 6's FFMA share against cuBLAS's, so what its gap is, checked."""
+    share, m6, mc = whole["share"], prof[ASYNC], prof["gemm"]
+    stated.check(
+        whole,
+        where,
+        lambda w: (
+            abs(share[ASYNC] - share["gemm"]) < 0.03
+            and m6["Issue Slots Busy"] < mc["Issue Slots Busy"] - 3
+            and mc["Achieved Occupancy"] < 0.6 * m6["Achieved Occupancy"]
+            and mc["Warp Cycles Per Issued Instruction"] < 0.6 * m6["Warp Cycles Per Issued Instruction"]
+        ),
+        "step 6's FFMA share level with cuBLAS's, its issue slots less busy; cuBLAS about half the warps "
+        "and half the cycles per issue",
+    )
+    print(
+        stated.wrap(
+            f"so step 6 ({share[ASYNC]:.0%} FFMAs over the whole kernel) spends about as large a share of "
+            f"its instructions on FFMAs as cuBLAS ({share['gemm']:.0%}): what it lacks is issue slots busy, "
+            f"{m6['Issue Slots Busy']:.0f}% against {mc['Issue Slots Busy']:.0f}%, which cuBLAS reaches with "
+            f"{mc['Achieved Occupancy']:.1f}% occupancy against {m6['Achieved Occupancy']:.1f}% and "
+            f"{mc['Warp Cycles Per Issued Instruction']:.2f} cycles between a warp's instructions against "
+            f"{m6['Warp Cycles Per Issued Instruction']:.2f}"
+        )
     )
 
 
