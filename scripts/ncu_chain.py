@@ -15,12 +15,11 @@ reads with `reference.lookup("ch5.ncu_chain")`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from cudalearn.compile import toolchain
-from cudalearn.measure import reference
+from cudalearn.measure import ncu_runs
 
 KERNELS = ("copy_2d", "bias_relu_dropout", "bias_relu_dropout_pairs")
 METRICS = (
@@ -80,28 +79,12 @@ def cmd_gpu(out_path: str) -> int:
         why = prof.error or prof.text[-3000:]
         print(f"ncu exit {prof.returncode}; parsed {sorted(metrics)}\n{why}", file=sys.stderr)
         return 1
-    reference.write_ncu_run(
-        out_path,
-        info,
-        toolchain.ncu_versions(ncu),
-        prof.stdout,
-        toolchain.no_nan(metrics),
-        "ch5.ncu_chain",
-        "scripts/ncu_chain.py",
-    )
-    for name, m in metrics.items():
-        print(f"{name:26s} " + "  ".join(f"{k.split('.')[0]}={v}" for k, v in m.items()))
+    ncu_runs.store(out_path, info, ncu, prof.stdout, metrics, "ch5.ncu_chain", "scripts/ncu_chain.py")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("launch")
-    gpu = sub.add_parser("gpu")
-    gpu.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    return cmd_launch() if args.cmd == "launch" else cmd_gpu(args.out)
+    return ncu_runs.main(__doc__, cmd_launch, cmd_gpu, argv)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,12 @@ sectors, and (where ncu accepts them) the L1 hit rate of global loads and the L2
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from cudalearn.chapters.ch10 import profile_rows
 from cudalearn.compile import toolchain
-from cudalearn.measure import reference
+from cudalearn.measure import ncu_runs
 
 
 def cmd_gpu(out_path: str) -> int:
@@ -40,34 +39,21 @@ def cmd_gpu(out_path: str) -> int:
         print(f"ncu with {len(metrics)} metrics failed:\n{why}", file=sys.stderr)
     else:
         return 1
-    reference.write_ncu_run(
-        out_path,
-        info,
-        toolchain.ncu_versions(ncu),
-        prof.stdout,
-        toolchain.no_nan(prof.metrics),
-        "ch10.ncu_rows",
-        "scripts/ncu_rows.py",
-    )
-    for name, m in prof.metrics.items():
-        print(f"{name:18s} " + "  ".join(f"{k.split('.')[0]}={v}" for k, v in m.items()))
+    ncu_runs.store(out_path, info, ncu, prof.stdout, prof.metrics, "ch10.ncu_rows", "scripts/ncu_rows.py")
+    return 0
+
+
+def cmd_launch() -> int:
+    """The profiled child: each row kernel twice at the chapter's sizes."""
+    import cudalearn
+
+    cudalearn.setup("gpu")
+    print(json.dumps(profile_rows.launch_twice()))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("launch")
-    gpu = sub.add_parser("gpu")
-    gpu.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    if args.cmd == "launch":
-        import cudalearn
-
-        cudalearn.setup("gpu")
-        print(json.dumps(profile_rows.launch_twice()))
-        return 0
-    return cmd_gpu(args.out)
+    return ncu_runs.main(__doc__, cmd_launch, cmd_gpu, argv)
 
 
 if __name__ == "__main__":
