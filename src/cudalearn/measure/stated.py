@@ -29,7 +29,6 @@ from typing import Any
 
 from cudalearn.measure import reference
 
-MEASURED_NOW = reference.MEASURED_NOW
 STRICT = "CUDALEARN_STRICT_PROSE"  # set by the course's GPU runs: a stale sentence raises there
 WIDTH = 100  # the book's widest output line (cudalearn.course.book.MAX_OUTPUT_COLUMNS)
 
@@ -79,7 +78,7 @@ def check(figures: dict[str, Any], where: str, holds: Callable[[dict[str, Any]],
     """
     if holds(figures):
         return
-    if where.startswith(MEASURED_NOW) and not os.environ.get(STRICT):
+    if where.startswith(reference.MEASURED_NOW) and not os.environ.get(STRICT):
         print(
             wrap(
                 f"Note: the text says {states!r}, from the course's stored run; the figures of {where} "
