@@ -68,3 +68,10 @@ def test_limit_problems_finds_each_limit():
     assert any("cell 2 shows a kernel's source" in f for f in book.limit_problems(nb))
     nb.cells[2].source = "# NBVAL_CHECK_OUTPUT\ncudalearn.show_source(kernel)"
     assert not any("cell 2" in f for f in book.limit_problems(nb))
+
+
+def test_words_counts_the_way_that_finds_more():
+    """A hyphenated or slashed term is several words to one common counter: the limit holds for both."""
+    assert book.words("GPU-to-GPU copies, x/y: don't") == 7  # GPU to GPU copies x y, and don't is one
+    assert book.words("a — b = c") == 5  # marks alone are words to a whitespace counter
+    assert book.words("prose\n```python\nnot = prose\n```\nmore") == 2

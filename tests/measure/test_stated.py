@@ -83,3 +83,24 @@ def test_figures_measured_now_that_contradict_the_text_are_said_on_a_students_gp
         stated.check({"a": 1, "b": 2}, measured, holds, states)
     stated.check({"a": 3, "b": 2}, measured, holds, states)  # holds: silent
     assert capsys.readouterr().out == ""
+
+
+def test_check_each_names_the_first_claim_the_figures_no_longer_show(monkeypatch, capsys):
+    said = {"a beats b": True, "b beats c": False, "c beats d": False}
+    stated.check_each({"a": 1}, "reference run on X", {"a beats b": True})  # every claim holds: silent
+    with pytest.raises(stated.StaleProse, match="the text says 'b beats c'"):
+        stated.check_each({"a": 1}, "reference run on X", said)
+    monkeypatch.delenv(stated.STRICT, raising=False)
+    stated.check_each({"a": 1}, f"{reference.MEASURED_NOW} on NVIDIA Tesla T4", said)  # a student's GPU
+    out = capsys.readouterr().out
+    assert "'b beats c'" in out and "'c beats d'" in out and "'a beats b'" not in out
+
+
+def test_live_names_this_gpu_only_in_gpu_mode(monkeypatch):
+    from cudalearn.runtime import device
+
+    monkeypatch.setattr(device, "mode", lambda: "sim")
+    assert not stated.live().startswith(reference.MEASURED_NOW)  # the CPU's run is checked as stored prose
+    monkeypatch.setattr(device, "mode", lambda: "gpu")
+    monkeypatch.setattr(reference, "measured_now", lambda: f"{reference.MEASURED_NOW} on NVIDIA Tesla T4")
+    assert stated.live() == f"{reference.MEASURED_NOW} on NVIDIA Tesla T4"

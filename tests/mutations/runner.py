@@ -114,6 +114,31 @@ class Outcome:
     kind: str  # "passed" | "AssertionError" | another exception's type name
 
 
+@contextlib.contextmanager
+def _modules_restored(lab: str):
+    """The course's modules, numpy and builtins as they were, after an answer that patched them ran here.
+
+    A wrong answer may replace a check's helper (`setattr(lab_checks, "_loops_only", ...)`) or a numpy
+    function; run in this process, the patch would outlive it and decide later tests of the same worker.
+    The lab's check modules are imported first, so that one the answer imports is restored too.
+    """
+    from cudalearn import exercises
+
+    for module in exercises.CHECKS:
+        if module.startswith(f"chapters.ch{lab}."):
+            importlib.import_module(f"cudalearn.{module}")
+    course = [n for n in sys.modules if n == "cudalearn" or n.startswith("cudalearn.")]
+    saved = {n: dict(vars(sys.modules[n])) for n in [*course, "numpy", "builtins"]}
+    try:
+        yield
+    finally:
+        for n, before in saved.items():
+            now = vars(sys.modules[n])  # names added since (a submodule imported, say) stay
+            for key, value in before.items():
+                if key not in now or now[key] is not value:
+                    now[key] = value
+
+
 class VisibleRun:
     """One lab's cells run in this process up to each exercise; mutations re-run from a snapshot."""
 
@@ -143,7 +168,7 @@ class VisibleRun:
         before, check = self._cells_until(ex.number)
         ns: dict = {"__name__": "__main__"}
         out = io.StringIO()
-        with contextlib.redirect_stdout(out):
+        with _modules_restored(self.lab), contextlib.redirect_stdout(out):
             for text in before:
                 _exec(text, ns, "lab cell")
             try:

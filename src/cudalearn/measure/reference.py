@@ -163,6 +163,13 @@ def label(data: dict[str, Any], key: str | None = None) -> str:
     return f"{text}; SUPERSEDED: {note}" if note else text
 
 
+def measured_now() -> str:
+    """How figures just measured on this process's GPU are labelled (all chapters; stated.check reads it)."""
+    from cudalearn.runtime import device
+
+    return f"{MEASURED_NOW} on {device.info().device}"
+
+
 def figures(key: str, measure: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
     """(figures, where they come from): `measure()` on a GPU (recorded), the stored reference otherwise.
 
@@ -174,7 +181,7 @@ def figures(key: str, measure: Callable[[], dict[str, Any]]) -> tuple[dict[str, 
 
     if device.mode() == "gpu":
         values = record(key, measure())
-        return values, f"{MEASURED_NOW} on {device.info().device}"
+        return values, measured_now()
     stored, data = lookup(key)
     if stored is None:
         return None, "no reference GPU run is stored for this figure yet (this machine has no GPU)"

@@ -69,6 +69,13 @@ def one_run(*keys: str) -> bool:
     return len(files) == 1
 
 
+def live() -> str:
+    """Where figures computed in the notebook itself come from: this GPU, or the CPU (Chapter 7a)."""
+    from cudalearn.runtime import device
+
+    return reference.measured_now() if device.mode() == "gpu" else "this run, on the CPU"
+
+
 def check(figures: dict[str, Any], where: str, holds: Callable[[dict[str, Any]], Any], states: str) -> None:
     """Raise StaleProse when `holds(figures)` is false: the prose's `states` no longer matches `where`.
 
@@ -92,6 +99,12 @@ def check(figures: dict[str, Any], where: str, holds: Callable[[dict[str, Any]],
         "Reread the prose around this cell against the figures printed above, then fix the sentence "
         "(or the code this check reads)."
     )
+
+
+def check_each(figures: dict[str, Any], where: str, said: dict[str, Any]) -> None:
+    """`check` for each {claim of the prose: whether `figures` show it}, in order (chapters 7-9)."""
+    for states, holds in said.items():
+        check(figures, where, lambda _figures, holds=holds: holds, states)
 
 
 def say(

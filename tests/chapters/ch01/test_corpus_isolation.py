@@ -1,0 +1,15 @@
+"""A wrong answer run by the visible-check corpus in this process leaves the course's checks as written."""
+
+import numpy as np
+
+from cudalearn.chapters.ch01 import checks as lab1_checks
+from mutations import runner
+
+
+def test_an_answer_that_patches_a_check_leaves_it_as_written_for_the_next_test():
+    original, allclose = lab1_checks._loops_only, np.allclose
+    m = next(m for m in runner.corpus("01") if m.name == "ml-patch-the-check")
+    outcome = runner.VisibleRun("01").run(m)
+    assert outcome.error is not None  # the answer's own check still caught it ...
+    assert lab1_checks._loops_only is original  # ... and its setattr did not outlive its run
+    assert np.allclose is allclose
