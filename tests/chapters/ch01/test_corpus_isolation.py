@@ -1,9 +1,9 @@
 """A wrong answer run by the visible-check corpus in this process leaves the course's checks as written."""
 
 import numpy as np
+from mutations import runner
 
 from cudalearn.chapters.ch01 import checks as lab1_checks
-from mutations import runner
 
 
 def test_an_answer_that_patches_a_check_leaves_it_as_written_for_the_next_test():
