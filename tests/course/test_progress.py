@@ -103,3 +103,14 @@ def test_the_cudalearn_command_imports_nbformat_without_jsonschemas_iri_grammar(
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "True None", out.stdout[-2000:]
+
+
+def test_python_dash_m_cudalearn_is_the_cudalearn_command():
+    """`python -m cudalearn doctor` works where only the interpreter is on PATH (a Colab cell, a venv)."""
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-m", "cudalearn", "progress", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "usage: cudalearn progress" in out.stdout
