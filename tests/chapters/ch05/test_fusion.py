@@ -219,6 +219,12 @@ def test_paired_chain_refuses_what_it_cannot_view_in_pairs():
         chain_pairs.fused_chain_pairs(Z, b, mask.astype(np.float32), s, np.empty_like(Z))
     with pytest.raises(ValueError, match="shapes"):
         chain_pairs.fused_chain_pairs(Z, b[:4], mask, s, np.empty_like(Z))
+    shifted = np.zeros(Z.size + 1, np.float32)[1:].reshape(Z.shape)  # contiguous, 4 bytes off the 8
+    shifted[...] = Z
+    with pytest.raises(ValueError, match="Z starts at an address that is not a multiple of 8 bytes"):
+        chain_pairs.fused_chain_pairs(shifted, b, mask, s, np.empty_like(Z))
+    Y = np.empty_like(Z)
+    chain_pairs.fused_chain_pairs(shifted.copy(), b, mask, s, Y)  # a copy is allocated whole: accepted
 
 
 def test_chain_candidates_run_and_agree():

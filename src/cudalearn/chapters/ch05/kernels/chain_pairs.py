@@ -124,7 +124,8 @@ def pair_views(Z, b, mask, Y):
     """(Z2, b2, mask2, Y2): the chain's arrays viewed for `bias_relu_dropout_pairs`, checked (Chapter 5).
 
     Z, Y (m, n) float32 C-contiguous, b (n,) float32, mask (m, n) uint8, n
-    even (a row must be whole pairs); host or device arrays. A view costs
+    even (a row must be whole pairs), each starting at an address that its
+    paired load's size divides (an array allocated whole does); host or device arrays. A view costs
     host time (a new array object), so code that launches many times makes
     the views once.
     """
@@ -149,7 +150,21 @@ def pair_views(Z, b, mask, Y):
             f"the paired kernel needs an even number of columns (whole pairs in every row), got {cols}; "
             "use bias_relu_dropout for odd widths"
         )
+    for name, a, size in (("Z", Z, 8), ("b", b, 8), ("mask", mask, 2), ("Y", Y, 8)):
+        address = _address(a)
+        if address is not None and address % size:
+            raise ValueError(
+                f"{name} starts at an address that is not a multiple of {size} bytes (a view that begins at an "
+                f"odd column?), so its pairs cannot be read as {size}-byte values: pass an array allocated "
+                "as a whole (or a copy), or use bias_relu_dropout"
+            )
     return Z.view(np.float64), b.view(np.float64), mask.view(np.uint16), Y.view(np.float64)
+
+
+def _address(a) -> int | None:
+    """The address of a host or device array's first element, from its array interface (Chapter 5)."""
+    interface = getattr(a, "__cuda_array_interface__", None) or getattr(a, "__array_interface__", None)
+    return None if interface is None else interface["data"][0]
 
 
 def fused_chain_pairs(Z, b, mask, s, Y, block=BLOCK_2D):
