@@ -154,9 +154,9 @@ def pair_views(Z, b, mask, Y):
         address = _address(a)
         if address is not None and address % size:
             raise ValueError(
-                f"{name} starts at an address that is not a multiple of {size} bytes (a view that begins at an "
-                f"odd column?), so its pairs cannot be read as {size}-byte values: pass an array allocated "
-                "as a whole (or a copy), or use bias_relu_dropout"
+                f"{name} starts at an address that is not a multiple of {size} bytes (a view that begins "
+                f"at an odd column?), so its pairs cannot be read as {size}-byte values: pass an array "
+                "allocated as a whole (or a copy), or use bias_relu_dropout"
             )
     return Z.view(np.float64), b.view(np.float64), mask.view(np.uint16), Y.view(np.float64)
 

@@ -175,13 +175,14 @@ def gather(src, idx, dst):
 # These kernels give each thread EPT elements of a row, a grid's width apart, in two loops: the first
 # reads, the second writes. With one element per thread, a thread has a single 4-byte load
 # outstanding, and the bytes in flight per SM are too few to keep HBM busy (Chapter 2's vector
-# addition stayed below PyTorch's own addition that way: deep dive 5c prints the stored ratio). Where the first loop only loads
-# (chain_relu, chain_scale, copy_2d), the compiled code issues all EPT loads before it waits for any.
-# Where it also computes with what it loaded (chain_bias and chain_mask, bias_relu_dropout and its
-# paired kernel: the bias added, the mask converted), each element's arithmetic waits for that
-# element's loads, and the next element's loads come after it, behind the branch of their guard: a
-# thread waits for one element's data before it requests the next's (sm_90 SASS from numba-cuda
-# 0.30.4 and ptxas 12.9). bias_relu_dropout_pairs_u32 keeps its first loop to loads.
+# addition stayed below PyTorch's own that way: deep dive 5c prints the stored ratio). Where the first
+# loop only loads (chain_relu, chain_scale, copy_2d), the compiled code issues all EPT loads before it
+# waits for any. Where it also computes with what it loaded (chain_bias and chain_mask,
+# bias_relu_dropout and its paired kernel: the bias added, the mask converted), each element's
+# arithmetic waits for that element's loads, and the next element's loads come after it, behind the
+# branch of their guard: a thread waits for one element's data before it requests the next's (sm_90
+# SASS from numba-cuda 0.30.4 and ptxas 12.9). bias_relu_dropout_pairs_u32 keeps its first loop to
+# loads.
 
 #: Elements of a row each thread of the chain's kernels handles.
 EPT = 4
