@@ -40,3 +40,15 @@ def test_fp32_turns_tf32_off_and_restores_every_switch_even_when_the_block_raise
         assert precision.settings() == seen
     finally:
         precision.restore(before)
+
+
+def test_tensor_core_16bit_is_float16_before_sm80_whatever_is_bf16_supported_says(monkeypatch):
+    """A T4 (sm_75) has no bfloat16 tensor cores, though torch.cuda.is_bf16_supported() says True there."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # emulation counts
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 5))
+    assert precision.tensor_core_16bit(on_gpu=True) is torch.float16
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    assert precision.tensor_core_16bit(on_gpu=True) is torch.bfloat16
+    assert precision.tensor_core_16bit(on_gpu=False) is torch.bfloat16  # the CPU runs both

@@ -44,6 +44,20 @@ def set_fp32() -> dict:
     return before
 
 
+def tensor_core_16bit(on_gpu: bool):
+    """The 16-bit format of this GPU's tensor cores: bfloat16 from sm_80, float16 before (Chapters 7, 9).
+
+    Off a GPU, bfloat16 (the CPU runs both). Not `torch.cuda.is_bf16_supported()`: it counts software
+    emulation as support, so it says True on a T4 (sm_75), whose tensor cores and cuDNN convolutions
+    have no bfloat16.
+    """
+    import torch
+
+    if on_gpu and torch.cuda.get_device_capability()[0] < 8:
+        return torch.float16
+    return torch.bfloat16
+
+
 @contextlib.contextmanager
 def fp32() -> Iterator[None]:
     """TF32 off inside the block, the previous settings back after it (even when the block raises)."""

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from cudalearn.nn.alexnet import CONVS, FCS, AlexNetConfig
+from cudalearn.runtime import precision
 
 #: Parameter-sized buffers an optimiser keeps per parameter (Chapter 7).
 OPTIMIZER_BUFFERS = {"sgd": 0, "momentum": 1, "adam": 2}
@@ -240,9 +241,7 @@ def memory_cap(nbytes: int, devices: Sequence[str | torch.device]) -> Iterator[N
 
 def oom_variants(cfg: AlexNetConfig, batch: int, gpus: int) -> dict[str, dict]:
     """Chapter 7's out-of-memory remedies as `TrainStep` settings, by name (the stored figures' keys)."""
-    lowp = torch.bfloat16
-    if gpus and torch.cuda.get_device_capability()[0] < 8:
-        lowp = torch.float16  # GPUs before sm_80 have no bfloat16 tensor cores
+    lowp = precision.tensor_core_16bit(gpus > 0)
     variants = {
         "float32, unsplit": {},
         "smaller batch (a quarter)": {"batch": batch // 4},

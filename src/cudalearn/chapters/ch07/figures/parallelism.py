@@ -64,7 +64,8 @@ def what_crosses(cfg: AlexNetConfig, batch: int):
         right.text(0.05, y, f"{gpu}\nwhole net,\nown images", ha="left", va="center", fontsize=7)
     for cx in dp_centres:  # every layer's gradients, in buckets as the backward pass reaches them
         right.annotate("", (cx, 1.25), (cx, 2.75), arrowprops={"arrowstyle": "<->", "color": CROSS})
-    text = f"after backward: all-reduce of every gradient:\n{fmt_bytes(grads)} sent by each GPU"
+    text = "during backward, bucket by bucket:\nall-reduce of every gradient, "
+    text += f"{fmt_bytes(grads)} from each GPU"
     right.text(5.7, 2.0, text,
                ha="center", va="center", fontsize=7.5, color=CROSS, backgroundcolor="white")  # fmt: skip
     right.set_title("data parallelism (DDP): each GPU its own share of the images", fontsize=9)
