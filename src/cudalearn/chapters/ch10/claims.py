@@ -87,8 +87,10 @@ def variance_claims(variance: dict, tol: float) -> list[Claim]:
             "Welford (1962); Chan, Golub and LeVeque (1983)",
             value=variance,
             show=lambda v: (
-                f"E[x^2] - E[x]^2: {v['one pass']:.3g} for {v['exact']:.3g}; layernorm within "
-                f"{v['error']['layernorm']:.2g}, layernorm_long {v['error']['layernorm_long']:.2g}"
+                f"one pass, E[x^2] - E[x]^2, gives {v['one pass']:.3g} where the variance is "
+                f"{v['exact']:.3g}; "
+                f"layernorm within {v['error']['layernorm']:.2g}, layernorm_long (Welford) "
+                f"{v['error']['layernorm_long']:.2g}"
             ),
             holds=lambda v: max(v["error"].values()) <= tol,
         ),

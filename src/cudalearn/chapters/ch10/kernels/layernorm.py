@@ -15,7 +15,7 @@ kernels do (`layernorm_args` makes their arguments):
 * `layernorm_block`: `layernorm` with one block of LN_BLOCK threads per row,
   LN_BLOCK_VALS values a thread; the two sums go through `sum_over_block`.
 * `layernorm_pairs`: `layernorm` with 8-byte accesses, the arrays viewed as
-  float64 pairs of float32 columns (Chapter 5's trick): half the loads and
+  float64 pairs of float32 columns (deep dive 5c's trick): half the loads and
   stores for the same bytes; the mean and the squared deviations by
   `warp_sum`.
 * `layernorm_long`: any row length, streamed: each lane runs Welford's
@@ -207,7 +207,7 @@ def layernorm_long(x, gamma, beta, y, eps):
 def layernorm_pairs(x2, g2, b2, y2, eps):
     """`layernorm` with 8-byte accesses: x, gamma, beta and y viewed as float64 pairs (Chapter 10).
 
-    Each float64 of x2 (rows, cols / 2) holds two neighbouring float32 columns, as Chapter 5's
+    Each float64 of x2 (rows, cols / 2) holds two neighbouring float32 columns, as deep dive 5c's
     `bias_relu_dropout_pairs` reads them: one load moves both, so a lane issues half the loads
     and stores of `layernorm` for the same bytes. Lane l holds pairs l, l + 32, ... (at most
     LN_PAIRS), split into their float32 halves in registers (`_unpack_pair`); the mean and then
