@@ -149,9 +149,10 @@ def prepared(kernel, griddim, blockdim, *args, sim_launch=None) -> Prepared:
     for i, (ty, value) in enumerate(zip(compiled.argument_types, args, strict=True)):
         first = len(values)
         compiled._prepare_args(ty, value, stream, writeback, values)
-        if i not in held:
-            setter = _repacker(kernel, compiled, ty, stream, values, first, len(values), number=i in numbers)
-            (scalars if i in numbers else arrays)[i] = setter
+        if i not in held:  # a number or an array that can change: keep a function that repacks it
+            number = i in numbers
+            setter = _repacker(kernel, compiled, ty, stream, values, first, len(values), number=number)
+            (scalars if number else arrays)[i] = setter
     if writeback:
         raise TypeError(_HOST_ARRAY)
     config = LaunchConfig(grid=griddim, block=blockdim, shmem_size=0)

@@ -173,28 +173,23 @@ def warp_steps(n: int, timed: Any) -> None:
     res, _ = lookup("ch6.regblock_resources")
     prof, _ = lookup(f"bench.gemm.N{n}.ncu")
     share = {name: r["sass"]["loop"]["ffma_share"] for name, r in res.items() if r.get("sass")}
-    print("FFMA share of the hot loop:")
-    print(stated.wrap(", ".join(f"{name} {s:.0%}" for name, s in share.items())))
     warps = {name: r["warps_per_sm"] for name, r in res.items()}
     busy = {name: prof[name]["Issue Slots Busy"] for name in ("regblock_2d_prefetch", "regblock_2d_warptile")}
     busy |= {ASYNC: prof[ASYNC]["Issue Slots Busy"], "cuBLAS": prof["gemm"]["Issue Slots Busy"]}
-    print(stated.wrap("issue slots busy (%): " + ", ".join(f"{name} {b}" for name, b in busy.items())))
     rate = {r["name"]: r["gflops"] for r in timed.rows}
     pair = ("regblock_2d_prefetch", "regblock_2d_warptile")
+    step = dict(zip(pair, ("step 4", "step 5"), strict=True))
     per_fma = {name: round(wavefronts_per_fma(prof, name, n), 4) for name in pair}
     fewer = 1 - per_fma["regblock_2d_warptile"] / per_fma["regblock_2d_prefetch"]
-    print("shared-load wavefronts per warp FFMA:", ", ".join(f"{name} {w}" for name, w in per_fma.items()))
-    print(f"step 5 takes {fewer:.0%} fewer than step 4")
+    print("shared-load wavefronts per warp FFMA (Nsight Compute): ", end="")
+    print(", ".join(f"{step[name]} {w}" for name, w in per_fma.items()))
+    print(f"  step 5 takes {fewer:.0%} fewer than step 4")
     loads = {name: res[name]["sass"]["loop"]["LDS"] / res[name]["sass"]["loop"]["FFMA"] for name in pair}
     per_load = {name: prof[name][WAVEFRONTS] / prof[name][SHARED_LOADS] for name in pair}
-    print(
-        stated.wrap(
-            "shared loads per FFMA in the hot loop (set by the micro-tile): "
-            + ", ".join(f"{name} {v:.4f}" for name, v in loads.items())
-            + "; wavefronts per shared load (Nsight Compute): "
-            + ", ".join(f"{name} {v:.2f}" for name, v in per_load.items())
-        )
-    )
+    print("  shared loads per FFMA in the hot loop (set by the micro-tile): ", end="")
+    print(", ".join(f"{step[name]} {v:.4f}" for name, v in loads.items()))
+    print("  wavefronts per shared load (Nsight Compute): ", end="")
+    print(", ".join(f"{step[name]} {v:.2f}" for name, v in per_load.items()))
     whole = whole_kernel(prof, timed, n)
     stated.check(
         whole,
@@ -282,15 +277,15 @@ def whole_kernel(prof: dict[str, Any], timed: Any, n: int) -> dict[str, dict[str
         peak[name] = rate["cuBLAS FP32" if name == "gemm" else name] / 1e3 / spec.fp32_tflops
     print(
         stated.wrap(
-            "over the whole kernel (FFMA share of the executed instructions x issue slots busy = predicted, "
-            "measured share of the FP32 peak): "
-            + "; ".join(
-                f"{label} {share[k]:.0%} x {prof[k]['Issue Slots Busy'] / 100:.0%} = {product[k]:.0%}, "
-                f"measured {peak[k]:.0%}"
-                for k, label in names.items()
-            )
+            "over the whole kernel: the FFMA share of the instructions it executed, times its issue slots "
+            "busy, predicts its share of the FP32 peak; 'measured' is that share from the stored timings"
         )
     )
+    print(f"{'':<30}{'FFMA share':>11}{'x issue slots busy':>19}{'= predicted':>12}{'measured':>10}")
+    for k, who in names.items():
+        kernel = f"{who} ({k})" if who.startswith("step") else who
+        busy = prof[k]["Issue Slots Busy"] / 100
+        print(f"{kernel:<30}{share[k]:>11.0%}{busy:>19.0%}{product[k]:>12.0%}{peak[k]:>10.0%}")
     return {"share": share, "product": product, "peak": peak}
 
 

@@ -323,7 +323,7 @@ def make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=MAX_REGISTERS, warp=None)
 
 
 def make_regblock_2d_warptile(BM, BN, BK, TM, TN, WM, WN, regs=MAX_REGISTERS):
-    """make_regblock_2d_prefetch with each warp owning a WM x WN sub-tile of the block tile (Chapter 6)."""
+    """Step 5: make_regblock_2d_prefetch, each warp owning a WM x WN part of the block tile (6a)."""
     return make_regblock_2d_prefetch(BM, BN, BK, TM, TN, regs=regs, warp=(WM, WN))
 
 
