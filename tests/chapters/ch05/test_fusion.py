@@ -225,6 +225,9 @@ def test_paired_chain_refuses_what_it_cannot_view_in_pairs():
         chain_pairs.fused_chain_pairs(shifted, b, mask, s, np.empty_like(Z))
     Y = np.empty_like(Z)
     chain_pairs.fused_chain_pairs(shifted.copy(), b, mask, s, Y)  # a copy is allocated whole: accepted
+    wide = np.zeros((Z.shape[0], Z.shape[1] + 3), np.float32)
+    with pytest.raises(ValueError, match="Z is not C-contiguous"):  # rows 44 bytes apart: odd rows misaligned
+        chain_pairs.fused_chain_pairs(wide[:, : Z.shape[1]], b, mask, s, Y)
 
 
 def test_chain_candidates_run_and_agree():

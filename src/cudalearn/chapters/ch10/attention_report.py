@@ -73,8 +73,8 @@ def pytorch_row(rows: list[dict], where: str) -> None:
         print(
             stated.wrap(
                 f"Writing S and P did not stop the math backend running {ms[FUSED] / ms[THREE_D]:.1f}x as "
-                "fast as the fused kernel: its cuBLAS products must be more than that much faster (not "
-                "profiled)."
+                "fast as our fused kernel (not PyTorch's): most likely its cuBLAS products are that much "
+                "faster than our kernel's whole loop (not profiled)."
             )
         )
 

@@ -151,6 +151,12 @@ def pair_views(Z, b, mask, Y):
             "use bias_relu_dropout for odd widths"
         )
     for name, a, size in (("Z", Z, 8), ("b", b, 8), ("mask", mask, 2), ("Y", Y, 8)):
+        if not _c_contiguous(a):
+            raise ValueError(
+                f"{name} is not C-contiguous (a slice of a wider array?): its rows would not be whole "
+                "pairs at aligned addresses; pass a contiguous array (np.ascontiguousarray), or use "
+                "bias_relu_dropout"
+            )
         address = _address(a)
         if address is not None and address % size:
             raise ValueError(
@@ -159,6 +165,19 @@ def pair_views(Z, b, mask, Y):
                 "allocated as a whole (or a copy), or use bias_relu_dropout"
             )
     return Z.view(np.float64), b.view(np.float64), mask.view(np.uint16), Y.view(np.float64)
+
+
+def _c_contiguous(a) -> bool:
+    """Whether a host or device array's elements lie row after row, from its array interface (Chapter 5)."""
+    interface = getattr(a, "__cuda_array_interface__", None) or getattr(a, "__array_interface__", None)
+    if interface is None or interface.get("strides") is None:  # None: C-contiguous, by the protocol
+        return True
+    step, want = np.dtype(interface["typestr"]).itemsize, []
+    for n in reversed(interface["shape"]):
+        want.insert(0, step)
+        step *= n
+    strides, shape = interface["strides"], interface["shape"]
+    return all(s == w for s, w, n in zip(strides, want, shape, strict=True) if n > 1)
 
 
 def _address(a) -> int | None:
