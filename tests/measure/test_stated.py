@@ -104,3 +104,23 @@ def test_live_names_this_gpu_only_in_gpu_mode(monkeypatch):
     monkeypatch.setattr(device, "mode", lambda: "gpu")
     monkeypatch.setattr(reference, "measured_now", lambda: f"{reference.MEASURED_NOW} on NVIDIA Tesla T4")
     assert stated.live() == f"{reference.MEASURED_NOW} on NVIDIA Tesla T4"
+
+
+def test_on_a_students_gpu_a_failed_check_is_said_whatever_its_label(monkeypatch, capsys):
+    """A timing table measured on the GPU is labelled with the GPU's name alone: said there, not raised."""
+    from cudalearn.runtime import device
+
+    holds, states = (lambda f: f["a"] > f["b"]), "a beats b"
+    monkeypatch.delenv(stated.STRICT, raising=False)
+    monkeypatch.setattr(device, "mode", lambda: "gpu")
+    stated.check({"a": 1, "b": 2}, "Tesla T4", holds, states)  # `timing.Results.label` on a GPU
+    assert "'a beats b'" in capsys.readouterr().out
+    monkeypatch.setenv(stated.STRICT, "1")
+    with pytest.raises(stated.StaleProse, match="a beats b"):  # the course's own GPU run
+        stated.check({"a": 1, "b": 2}, "NVIDIA H100 80GB HBM3", holds, states)
+    monkeypatch.delenv(stated.STRICT)
+    monkeypatch.setattr(device, "mode", lambda: "sim")  # without a GPU (CI): a stored table raises
+    with pytest.raises(stated.StaleProse, match="a beats b"):
+        stated.check(
+            {"a": 1, "b": 2}, "NVIDIA H100 80GB HBM3 (sm_90), 2026-12-06, numba-cuda 0.30.4", holds, states
+        )

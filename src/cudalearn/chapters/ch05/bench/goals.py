@@ -93,8 +93,9 @@ def network_verdicts(training: dict[str, Any] | None, source: str) -> list[str]:
     """The core notebook's verdicts: the network's two goals, then where the chapter's own network stands.
 
     Checks what Chapter 5's introduction says of the run: the chapter's own network (`fused`) meets
-    the first goal and misses 0.8x PyTorch's time, and deep dive 5b's `tuned` network meets that one
-    (StaleProse otherwise, naming `source`).
+    the first goal, and deep dive 5b's `tuned` network meets the second (StaleProse otherwise, naming
+    `source`). Where `fused` lands against 0.8x PyTorch's time varies from run to run with PyTorch's
+    own time (0.78x to 0.93x in the course's H100 runs), so the last sentence is built from the run.
     """
     lines = goal_lines(training, None, None, source=source)[:2]
     if not training or not {"fused", "tuned", "torch"} <= training["seconds"].keys():
@@ -105,17 +106,12 @@ def network_verdicts(training: dict[str, Any] | None, source: str) -> list[str]:
     stated.check(
         training,
         source,
-        lambda f: (
-            lines[0].startswith("MET")
-            and own > GOALS["fused_vs_torch"]
-            and lines[1].startswith("MET")
-            and "(tuned)" in lines[1]
-        ),
-        "the chapter's own network (fused) meets the first goal but not the second; 5b's tuned network "
-        "meets the second",
+        lambda f: lines[0].startswith("MET") and lines[1].startswith("MET") and "(tuned)" in lines[1],
+        "the chapter's own network (fused) meets the first goal; 5b's tuned network meets the second",
     )
+    side = "short of" if own > GOALS["fused_vs_torch"] else "within"
     lines.append(
         f"The network this chapter builds (fused) takes {own:.2f}x the time of PyTorch's fastest run: "
-        f"short of the {GOALS['fused_vs_torch']:g}x goal, which deep dive 5b's tuned network meets."
+        f"{side} the {GOALS['fused_vs_torch']:g}x goal in this run; deep dive 5b's tuned network meets it."
     )
     return lines
