@@ -11,6 +11,7 @@ import re
 import shutil
 import sys
 import traceback
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,7 +129,8 @@ def _modules_restored(lab: str):
         if module.startswith(f"chapters.ch{lab}."):
             importlib.import_module(f"cudalearn.{module}")
     course = [n for n in sys.modules if n == "cudalearn" or n.startswith("cudalearn.")]
-    saved = {n: dict(vars(sys.modules[n])) for n in [*course, "numpy", "builtins"]}
+    saved = {n: {k: v for k, v in vars(sys.modules[n]).items() if _restored(k, v)} for n in course}
+    saved |= {n: dict(vars(sys.modules[n])) for n in ("numpy", "builtins")}
     try:
         yield
     finally:
@@ -137,6 +139,12 @@ def _modules_restored(lab: str):
             for key, value in before.items():
                 if key not in now or now[key] is not value:
                     now[key] = value
+
+
+def _restored(name: str, value: object) -> bool:
+    """Whether a course module's name is put back after a run: its functions, classes, modules and public
+    values; not its private state (`ptx._WORKER`, a live compile process the run started, would leak)."""
+    return callable(value) or isinstance(value, types.ModuleType) or not name.startswith("_")
 
 
 class VisibleRun:
