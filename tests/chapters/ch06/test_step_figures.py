@@ -63,3 +63,22 @@ def test_the_transpose_estimate_is_a_few_percent_of_step_6(capsys):
     step_figures.transpose_share(4096, timing.stored_results("ch6.regblock"))
     out = " ".join(capsys.readouterr().out.split())
     assert "of step 6's" in out and "another run" in out
+
+
+def test_the_transpose_closes_step_6s_gap_and_a_wider_gap_raises(capsys):
+    timed = timing.stored_results("ch6.regblock")
+    prof, _ = step_figures.lookup("bench.gemm.N4096.ncu")
+    whole = step_figures.whole_kernel(prof, timed, 4096)
+    step_figures.transpose_share(4096, timed, whole)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Without the estimated transpose" in out and "predicted" in out
+    off = {k: dict(v) for k, v in whole.items()}
+    off["product"]["regblock_2d_async"] += 0.05  # a prediction the transpose no longer explains
+    with pytest.raises(stated.StaleProse, match="accounts for step 6's gap"):
+        step_figures.transpose_share(4096, timed, off)
+
+
+def test_a_pass_of_the_hot_loop_is_four_steps_along_k_for_steps_4_and_5_and_a_tile_for_step_6(capsys):
+    res, _ = step_figures.lookup("ch6.regblock_resources")
+    hot = step_figures.hot_loop_steps(res)
+    assert hot == {STEP4: (4, 8), "regblock_2d_warptile": (4, 16), "regblock_2d_async": (16, 16)}
