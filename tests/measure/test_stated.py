@@ -114,7 +114,11 @@ def test_on_a_students_gpu_a_failed_check_is_said_whatever_its_label(monkeypatch
     monkeypatch.delenv(stated.STRICT, raising=False)
     monkeypatch.setattr(device, "mode", lambda: "gpu")
     stated.check({"a": 1, "b": 2}, "Tesla T4", holds, states)  # `timing.Results.label` on a GPU
-    assert "'a beats b'" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "'a beats b'" in out and "Your machine differs" in out
+    stored = "NVIDIA H100 80GB HBM3 (sm_90), 2026-12-06, numba-cuda 0.30.4"  # a stored run, dated
+    stated.check({"a": 1, "b": 2}, stored, holds, states)
+    assert "out of date here" in capsys.readouterr().out
     monkeypatch.setenv(stated.STRICT, "1")
     with pytest.raises(stated.StaleProse, match="a beats b"):  # the course's own GPU run
         stated.check({"a": 1, "b": 2}, "NVIDIA H100 80GB HBM3", holds, states)

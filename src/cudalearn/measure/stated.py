@@ -23,6 +23,7 @@ book before it is adopted. Markdown keeps the words that hold whatever the rerun
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from collections.abc import Callable
 from typing import Any
@@ -81,22 +82,26 @@ def check(figures: dict[str, Any], where: str, holds: Callable[[dict[str, Any]],
 
     On a student's GPU it is said, not raised: figures measured there are that machine's own (a shape
     the prose reads in the course's stored run may not hold there, a result, not an error), and a
-    stored figure reads the same without a GPU, where the course's CI runs every check and raises. A
-    timing table's label names the GPU alone, so `where` does not have to say "measured now" for this.
-    Without a GPU, and in the course's own GPU runs (`scripts/gpu_run.py` sets CUDALEARN_STRICT_PROSE=1),
-    it raises.
+    stored figure reads the same without a GPU, where the course's CI runs the checks its CPU path
+    reaches and raises. A timing table's label names the GPU alone, so `where` does not have to say
+    "measured now" for this. The note says which: a stored run's label carries its date. Without a
+    GPU, and in the course's own GPU runs (`scripts/gpu_run.py` sets CUDALEARN_STRICT_PROSE=1), it
+    raises.
     """
     from cudalearn.runtime import device
 
     if holds(figures):
         return
-    on_a_gpu = where.startswith(reference.MEASURED_NOW) or device.mode() == "gpu"
-    if on_a_gpu and not os.environ.get(STRICT):
+    measured = where.startswith(reference.MEASURED_NOW)
+    if (measured or device.mode() == "gpu") and not os.environ.get(STRICT):
+        if measured or not re.search(r"\b\d{4}-\d\d-\d\d\b", where):  # this GPU's figures
+            why = "Your machine differs here (its GPU or its host CPU): a result, not an error in your code."
+        else:  # a stored run's (its label carries a date): the course's prose is out of date
+            why = "The course's text is out of date here, not your code: please tell the course's authors."
         print(
             wrap(
                 f"Note: the text says {states!r}, from the course's stored run; the figures of {where} "
-                "do not show it. Your machine differs here (its GPU or its host CPU): a result, not an "
-                "error in your code."
+                f"do not show it. {why}"
             )
         )
         return
