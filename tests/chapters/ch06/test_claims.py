@@ -8,11 +8,14 @@ from cudalearn.measure.sources import row
 def test_every_claim_names_its_run_and_judges_it():
     errors = {"FP32": 0.0, "TF32": 3e-4, "FP16": 3e-4, "BF16": 2.4e-3}
     items = ch6.core(errors) + ch6.warp_tiling(4096) + ch6.autocast_and_autotuning("NVIDIA H100 80GB HBM3")
-    rows = [row(c) for c in items]
-    for claim, _source, measured, on, verdict in rows:
+    untested = [c.claim for c in items if c.holds is None]  # 6a's: the stored runs do not isolate it
+    assert untested == ["A compact warp tile makes a warp's shared-memory loads cheaper"], untested
+    for c in items:
+        claim, _source, measured, on, verdict = row(c)
         assert measured != "not measured", claim
         assert on != "this notebook" and ("H100" in on or "NumPy on the CPU" in on), (claim, on)
-        assert verdict.startswith(("holds", "does not hold")), (claim, verdict)
+        judged = ("see note: no verdict: ",) if c.holds is None else ("holds", "does not hold")
+        assert verdict.startswith(judged), (claim, verdict)
 
 
 def test_wavefronts_per_fma_reads_the_stored_profile():

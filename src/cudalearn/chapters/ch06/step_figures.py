@@ -168,7 +168,8 @@ def warp_steps(n: int, timed: Any) -> None:
     all of it from its micro-tile's fewer loads a FFMA (its loads cost more wavefronts on average, as
     Chapter 6's 4 a read of B and 2 a read of A give for its mix of four reads of B and two of A); cuBLAS
     runs the fewest warps with the fewest cycles between a warp's instructions; (`whole_kernel`) the whole
-    kernel's FFMA share orders steps 4 to 6 as their speeds; and (`what_limits`) step 6's whole-kernel
+    kernel's FFMA share orders steps 4 to 6 as their speeds, below the hot loop's for steps 4 and 5 and
+    above it for step 6; and (`what_limits`) step 6's whole-kernel
     share is level with cuBLAS's, so its gap is the issue slots busy."""
     res, _ = lookup("ch6.regblock_resources")
     prof, _ = lookup(f"bench.gemm.N{n}.ncu")
@@ -198,8 +199,11 @@ def warp_steps(n: int, timed: Any) -> None:
         lambda w: (
             w["share"]["regblock_2d_prefetch"] < w["share"]["regblock_2d_warptile"] < w["share"][ASYNC]
             and all(abs(w["product"][k] - w["peak"][k]) < 0.04 for k in w["peak"])
+            and all(w["share"][k] < share[k] for k in pair)
+            and share[ASYNC] < w["share"][ASYNC]
         ),
-        "the whole kernel's FFMA share orders steps 4 < 5 < 6; share x issue slots within 4 points of peak",
+        "the whole kernel's FFMA share orders steps 4 < 5 < 6; share x issue slots within 4 points of peak; "
+        "steps 4 and 5's share lower over the whole kernel than in their hot loop, step 6's higher",
     )
     occupancy = {name: m["Achieved Occupancy"] for name, m in prof.items()}
     per_issue = {name: m["Warp Cycles Per Issued Instruction"] for name, m in prof.items()}
@@ -303,7 +307,8 @@ def whole_kernel(prof: dict[str, Any], timed: Any, n: int) -> dict[str, dict[str
     print(
         stated.wrap(
             "over the whole kernel: the FFMA share of the instructions it executed, times its issue slots "
-            "busy, predicts its share of the FP32 peak; 'measured' is that share from the stored timings"
+            "busy, predicts its share of the FP32 peak; 'measured' is that share from the stored timings, "
+            f"of the {spec.name} datasheet's {spec.fp32_tflops:g} TFLOP/s"
         )
     )
     print(f"{'':<30}{'FFMA share':>11}{'x issue slots busy':>19}{'= predicted':>12}{'measured':>10}")
