@@ -9,7 +9,7 @@ def test_every_claim_names_its_run_and_judges_it():
     errors = {"FP32": 0.0, "TF32": 3e-4, "FP16": 3e-4, "BF16": 2.4e-3}
     items = ch6.core(errors) + ch6.warp_tiling(4096) + ch6.autocast_and_autotuning("NVIDIA H100 80GB HBM3")
     untested = [c.claim for c in items if c.holds is None]  # 6a's: the stored runs do not isolate it
-    assert untested == ["A compact warp tile makes a warp's shared-memory loads cheaper"], untested
+    assert untested == ["A large warp tile maximizes data reuse within the warp"], untested
     for c in items:
         claim, _source, measured, on, verdict = row(c)
         assert measured != "not measured", claim

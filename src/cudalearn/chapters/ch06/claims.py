@@ -100,7 +100,7 @@ def warp_tiling(n: int) -> list[Claim]:
             note="another GPU (an H100), and our sixth step adds cp.async",
         ),
         Claim(
-            "A compact warp tile makes a warp's shared-memory loads cheaper",
+            "A large warp tile maximizes data reuse within the warp",
             "NVIDIA CUTLASS documentation, Efficient GEMM in CUDA",
             key=f"bench.gemm.N{n}.ncu",
             show=lambda f: (
