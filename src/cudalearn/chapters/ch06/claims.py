@@ -112,7 +112,7 @@ def warp_tiling(n: int) -> list[Claim]:
             holds=None,
             note="no verdict: steps 4 and 5 differ in micro-tile and BK too, and no stored run times "
             "the layout alone (Exercise 4); step 5's loads read fewer distinct bytes, yet cost more "
-            "wavefronts each",
+            "wavefronts on average (more of them read B)",
         ),
     ]
 
