@@ -198,6 +198,13 @@ def _stalled_worker(ptx, code: str):
     return worker
 
 
+def _close_workers(ptx, worker) -> None:
+    """The stalled worker, and any real one the check started after it (else it outlives the test)."""
+    worker.close()
+    if ptx._WORKER is not None and ptx._WORKER is not worker:
+        ptx._WORKER.close()
+
+
 @pytest.mark.parametrize(
     "code, why",
     [("import time; time.sleep(60)", "did not answer in time"), ("import sys; sys.exit(3)", "exited")],
@@ -217,7 +224,7 @@ def test_a_compile_worker_that_times_out_or_dies_fails_the_check_under_the_grade
         ):
             ptx.check_kernel(kernel, args)
     finally:
-        worker.close()
+        _close_workers(ptx, worker)
 
 
 def test_a_kernel_the_judge_could_not_rebuild_fails_its_compile_check(required):
@@ -240,7 +247,7 @@ def test_outside_the_grader_a_compile_worker_that_times_out_only_warns(monkeypat
         with pytest.warns(RuntimeWarning, match="did not answer in time"):
             assert ptx.check_kernel(kernel, args) is None
     finally:
-        worker.close()
+        _close_workers(ptx, worker)
 
 
 def test_the_race_check_fails_when_the_tracer_cannot_run_the_kernel():
