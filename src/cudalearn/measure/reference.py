@@ -44,6 +44,7 @@ STORED = Path(__file__).resolve().parents[1] / "data" / "reference"
 SAME_RUN = ("device", "compute_capability", "device_count", "sms", "memory_bytes", "mode", "versions")
 RECORDED = ("numba", "numba-cuda", "numpy", "llvmlite", "torch")  # the packages a stored run names
 
+DATE = r"\d{4}-\d\d-\d\d"  # a stored run's date, YYYY-MM-DD (its label carries it)
 MEASURED_NOW = "measured now"  # how `figures` names figures just measured on this GPU (stated.check reads it)
 
 
@@ -195,7 +196,7 @@ def problems(data: Any) -> list[str]:
     found = []
     if not isinstance(data.get("device"), str) or not data["device"]:
         found.append("no device")
-    if not re.fullmatch(r"\d{4}-\d\d-\d\d", str(data.get("date", ""))):
+    if not re.fullmatch(DATE, str(data.get("date", ""))):
         found.append(f"date {data.get('date')!r} is not YYYY-MM-DD")
     if data.get("mode") != "gpu":
         found.append(f"mode {data.get('mode')!r}, not 'gpu': only GPU runs are stored")

@@ -94,7 +94,7 @@ def check(figures: dict[str, Any], where: str, holds: Callable[[dict[str, Any]],
         return
     measured = where.startswith(reference.MEASURED_NOW)
     if (measured or device.mode() == "gpu") and not os.environ.get(STRICT):
-        if measured or not re.search(r"\b\d{4}-\d\d-\d\d\b", where):  # this GPU's figures
+        if measured or not re.search(rf"\b{reference.DATE}\b", where):  # this GPU's figures
             why = "Your machine differs here (its GPU or its host CPU): a result, not an error in your code."
         else:  # a stored run's (its label carries a date): the course's prose is out of date
             why = "The course's text is out of date here, not your code: please tell the course's authors."

@@ -151,14 +151,14 @@ def pair_views(Z, b, mask, Y):
             "use bias_relu_dropout for odd widths"
         )
     for name, a, size in (("Z", Z, 8), ("b", b, 8), ("mask", mask, 2), ("Y", Y, 8)):
-        if not _c_contiguous(a):
+        interface = _interface(a)
+        if not _c_contiguous(interface):
             raise ValueError(
                 f"{name} is not C-contiguous (a slice of a wider array?): its rows would not be whole "
                 "pairs at aligned addresses; pass a contiguous array (np.ascontiguousarray), or use "
                 "bias_relu_dropout"
             )
-        address = _address(a)
-        if address is not None and address % size:
+        if interface is not None and interface["data"][0] % size:
             raise ValueError(
                 f"{name} starts at an address that is not a multiple of {size} bytes (a view that begins "
                 f"at an odd column?), so its pairs cannot be read as {size}-byte values: pass an array "
@@ -167,9 +167,13 @@ def pair_views(Z, b, mask, Y):
     return Z.view(np.float64), b.view(np.float64), mask.view(np.uint16), Y.view(np.float64)
 
 
-def _c_contiguous(a) -> bool:
-    """Whether a host or device array's elements lie row after row, from its array interface (Chapter 5)."""
-    interface = getattr(a, "__cuda_array_interface__", None) or getattr(a, "__array_interface__", None)
+def _interface(a) -> dict | None:
+    """A host or device array's array interface (CUDA's or NumPy's), or None (Chapter 5)."""
+    return getattr(a, "__cuda_array_interface__", None) or getattr(a, "__array_interface__", None)
+
+
+def _c_contiguous(interface: dict | None) -> bool:
+    """Whether an array's elements lie row after row, from its array interface (Chapter 5)."""
     if interface is None or interface.get("strides") is None:  # None: C-contiguous, by the protocol
         return True
     step, want = np.dtype(interface["typestr"]).itemsize, []
@@ -178,12 +182,6 @@ def _c_contiguous(a) -> bool:
         step *= n
     strides, shape = interface["strides"], interface["shape"]
     return all(s == w for s, w, n in zip(strides, want, shape, strict=True) if n > 1)
-
-
-def _address(a) -> int | None:
-    """The address of a host or device array's first element, from its array interface (Chapter 5)."""
-    interface = getattr(a, "__cuda_array_interface__", None) or getattr(a, "__array_interface__", None)
-    return None if interface is None else interface["data"][0]
 
 
 def fused_chain_pairs(Z, b, mask, s, Y, block=BLOCK_2D):
