@@ -16,6 +16,8 @@ from cudalearn.measure import gpus, stated, timing
 
 #: The name book 10e times PyTorch's call under: 4-D tensors, the memory-efficient backend named.
 FOUR_D = "F.sdpa, 4-D, efficient backend"
+#: The same 4-D call with the math backend named: a product, a softmax and a product, by cuBLAS.
+MATH_4D = "F.sdpa, 4-D, math backend"
 #: The name runs before that stored their 3-D call under: no fused backend takes 3-D, so the math one.
 THREE_D = "F.scaled_dot_product_attention"
 #: What book 10e's table calls such a row, so that it does not read as the 4-D call of its code.
