@@ -1,0 +1,36 @@
+"""6a's controls: which kernels `warp_controls.build` makes per target, and how `read` words a run."""
+
+from cudalearn.chapters.ch06 import warp_controls
+from cudalearn.chapters.ch06.kernels import regblock
+
+
+def test_sm80_builds_both_controls_with_step_5s_lane_grid():
+    built, missing = warp_controls.build(regblock.build("sm80+"))
+    assert missing is None
+    assert list(built) == ["step 4", warp_controls.TILES_ONLY, warp_controls.LAYOUT_ONLY, "step 5"]
+    _, _, tiles = built[warp_controls.TILES_ONLY]  # step 5's tiles, no warp tile: step 4's layout
+    assert tiles == {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 16}
+    name, _, tiles = built[warp_controls.LAYOUT_ONLY]  # step 4's 8 x 8 tiles, lanes 8 x 4 as step 5's
+    assert name == "regblock_2d_warptile"
+    assert (tiles["TM"], tiles["TN"], tiles["WM"], tiles["WN"]) == (8, 8, 64, 32)
+
+
+def test_simulator_tiles_leave_out_the_layout_control_and_say_why():
+    built, missing = warp_controls.build(regblock.build("sim"))
+    assert warp_controls.LAYOUT_ONLY not in built and "warp tile 16x32" in missing
+
+
+def test_read_words_each_gain_from_the_one_run():
+    rows = [
+        {"name": "step 4", "median_ms": 3.76},
+        {"name": warp_controls.TILES_ONLY, "median_ms": 3.46},
+        {"name": warp_controls.LAYOUT_ONLY, "median_ms": 3.95},
+        {"name": "step 5", "median_ms": 3.45},
+    ]
+    text = warp_controls.read(rows)
+    words = " ".join(text.split())  # the lines are wrapped at 100 columns
+    assert "tiles of 5, layout of 4 is 1.09x faster than step 4" in words
+    assert "step 5 is level with tiles of 5, layout of 4 (1.00x, within 3%)" in words
+    assert "tiles of 4, layout of 5 is 1.05x slower than step 4" in words
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert warp_controls.read(rows[:1]) == "no timed run of the controls to read"
