@@ -46,7 +46,20 @@ def pytorch_row(rows: list[dict], where: str) -> None:
     """Print which call the PyTorch row of a `ch10.attention` table is, with the 4-D time when stored."""
     ms = {r["name"]: r.get("median_ms") for r in rows}
     if FOUR_D in ms:
-        print(stated.wrap("The PyTorch row is the call above: 4-D tensors, memory-efficient backend."))
+        print(stated.wrap("The PyTorch rows are the calls above: 4-D tensors, each with its backend named."))
+        if ms.get(MATH_4D) and ms.get(FUSED):
+            said = {  # book 10e's Summary
+                "our fused kernel slower than PyTorch's math backend": ms[FUSED] > ms[MATH_4D],
+                "PyTorch's memory-efficient kernel slower than its math backend": ms[FOUR_D] > ms[MATH_4D],
+            }
+            stated.check_each(ms, where, said)
+            print(
+                stated.wrap(
+                    f"PyTorch's math backend, which writes S and P, ran {ms[FUSED] / ms[MATH_4D]:.1f}x as "
+                    f"fast as our fused kernel and {ms[FOUR_D] / ms[MATH_4D]:.1f}x as fast as PyTorch's own "
+                    "memory-efficient kernel (how each one's time splits was not profiled)."
+                )
+            )
         return
     if not ms.get(THREE_D):
         return
