@@ -55,7 +55,7 @@ def read(rows: list[dict]) -> str:
     """What one timed run of `build`'s kernels says of the layout's and the tiles' own gains (6a)."""
     ms = {r["name"]: r["median_ms"] for r in rows if r.get("median_ms")}
     if not {"step 4", TILES_ONLY, "step 5"} <= set(ms):
-        return "no timed run of the controls to read"
+        return "No GPU run of the controls is stored yet: on a GPU, this cell times them and reads them here."
     lines = [
         f"- the tiles alone: {_versus(TILES_ONLY, 'step 4', ms)};",
         f"- the layout alone, at step 5's tiles: {_versus('step 5', TILES_ONLY, ms)};",
