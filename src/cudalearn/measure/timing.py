@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -179,7 +180,8 @@ class Results:
         body = [[f.format(r[c]) if r.get(c) is not None else "-" for c, f in present] for r in self.rows]
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
         if self.source == "reference" and not any(r.get("median_ms") for r in self.rows):
-            return f"{self.key}: {self.label} (the candidates ran once on the simulator; no GPU time to show)"
+            said = f"{self.key}: {self.label} (the candidates ran once on the simulator; no GPU time to show)"
+            return textwrap.fill(said, 100)  # no output line over 100 columns
         where = "measured on" if self.source == "measured" else "reference run on"
         lines = [f"{self.key}: {where} {self.label}"] + ([f"size {self.size}"] if self.size else [])
         lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))

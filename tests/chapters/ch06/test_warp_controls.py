@@ -4,20 +4,27 @@ from cudalearn.chapters.ch06 import warp_controls
 from cudalearn.chapters.ch06.kernels import regblock
 
 
-def test_sm80_builds_both_controls_with_step_5s_lane_grid():
-    built, missing = warp_controls.build(regblock.build("sm80+"))
-    assert missing is None
+def test_sm80_builds_both_controls_as_the_trial_run_did():
+    built, notes = warp_controls.build(regblock.build("sm80+"))
+    assert notes == []
     assert list(built) == ["step 4", warp_controls.TILES_ONLY, warp_controls.LAYOUT_ONLY, "step 5"]
     _, _, tiles = built[warp_controls.TILES_ONLY]  # step 5's tiles, no warp tile: step 4's layout
     assert tiles == {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 16}
-    name, _, tiles = built[warp_controls.LAYOUT_ONLY]  # step 4's 8 x 8 tiles, lanes 8 x 4 as step 5's
+    name, _, tiles = built[warp_controls.LAYOUT_ONLY]  # step 4's 8 x 8 tiles, lanes 4 x 8
     assert name == "regblock_2d_warptile"
-    assert (tiles["TM"], tiles["TN"], tiles["WM"], tiles["WN"]) == (8, 8, 64, 32)
+    assert (tiles["TM"], tiles["TN"], tiles["WM"], tiles["WN"]) == (8, 8, 32, 64)
+
+
+def test_t4_says_its_tiles_control_is_step_4_again():
+    built, notes = warp_controls.build(regblock.build("sm75"))
+    assert any("is step 4 again" in n for n in notes) and any("is step 5 again" in n for n in notes)
 
 
 def test_simulator_tiles_leave_out_the_layout_control_and_say_why():
-    built, missing = warp_controls.build(regblock.build("sim"))
-    assert warp_controls.LAYOUT_ONLY not in built and "warp tile 16x32" in missing
+    built, notes = warp_controls.build(regblock.build("sim"))
+    assert warp_controls.LAYOUT_ONLY not in built and any(
+        "holds no 16 x 32 warp tile" in " ".join(n.split()) for n in notes
+    )
 
 
 def test_read_words_each_gain_from_the_one_run():
@@ -31,6 +38,13 @@ def test_read_words_each_gain_from_the_one_run():
     words = " ".join(text.split())  # the lines are wrapped at 100 columns
     assert "tiles of 5, layout of 4 is 1.09x faster than step 4" in words
     assert "step 5 is level with tiles of 5, layout of 4 (1.00x, within 3%)" in words
-    assert "tiles of 4, layout of 5 is 1.05x slower than step 4" in words
+    assert "tiles of 4, warp tiles is 1.05x slower than step 4" in words
     assert max(len(line) for line in text.splitlines()) <= 100
     assert warp_controls.read(rows[:1]).startswith("No GPU run of the controls is stored yet")
+
+
+def test_level_is_the_same_test_either_way_round():
+    for slow, fast in ((1.0, 1.0300001), (1.0300001, 1.0), (1.0, 1.034), (1.034, 1.0)):
+        ms = {"a": slow, "b": fast}
+        assert "level" in warp_controls._versus("a", "b", ms), (slow, fast)
+    assert "1.04x slower" in warp_controls._versus("a", "b", {"a": 1.036, "b": 1.0})

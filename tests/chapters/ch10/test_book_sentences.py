@@ -22,12 +22,22 @@ def test_nn_passes_count_the_softmax_sweeps_and_the_strips_of_p():
 def test_pytorch_row_names_the_call_for_either_stored_state(monkeypatch, capsys):
     monkeypatch.setattr(stated, "stored", lambda key: (None, "none"))
     attention_report.pytorch_row(_rows({attention_report.FOUR_D: 0.4}), "run")
-    assert "is the call above" in capsys.readouterr().out
+    assert "are the calls above" in capsys.readouterr().out
     attention_report.pytorch_row(_rows({attention_report.FUSED: 0.6, attention_report.THREE_D: 0.3}), "run")
     out = capsys.readouterr().out
-    assert "NOT the call above" in out and "math backend" in out and "2.0x as fast" in out
+    assert "neither call above" in out and "math backend" in out and "2.0x as fast" in out
     with pytest.raises(stated.StaleProse):  # the math backend no longer far ahead: the prose is stale
         attention_report.pytorch_row(_rows({attention_report.FUSED: 0.6, attention_report.THREE_D: 0.5}), "r")
+
+
+def test_4d_rows_check_the_summarys_two_orderings(capsys):
+    ms = {attention_report.FUSED: 0.6, attention_report.FOUR_D: 0.42, attention_report.MATH_4D: 0.3}
+    attention_report.pytorch_row(_rows(ms), "run")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "ran 2.0x as fast as our fused kernel and 1.4x as fast as PyTorch's own" in out
+    for faster in (attention_report.FUSED, attention_report.FOUR_D):  # either fused one now ahead: stale
+        with pytest.raises(stated.StaleProse):
+            attention_report.pytorch_row(_rows(dict(ms, **{faster: 0.2})), "run")
 
 
 def test_pytorch_row_checks_the_fused_call_slower_than_the_math_backend(monkeypatch, capsys):

@@ -65,7 +65,7 @@ def pytorch_row(rows: list[dict], where: str) -> None:
         return
     print(
         stated.wrap(
-            f"The PyTorch row is NOT the call above: the stored run ({where}) is older, and it passed "
+            f"The PyTorch row is neither call above: the stored run ({where}) is older, and it passed "
             "3-D tensors, which no fused backend takes, so it timed the math backend: a product, a "
             "softmax and a product, S and P written out, the products by cuBLAS."
         )
@@ -77,9 +77,10 @@ def pytorch_row(rows: list[dict], where: str) -> None:
         stated.check(said, where, lambda m: m["4-D"] > m["3-D"], "the fused 4-D call slower than the 3-D one")
         print(
             stated.wrap(
-                f"The call above (4-D, memory-efficient backend, PyTorch's choice for float32) took "
-                f"{four_d:.3f} ms in the same run's benchmark (n = {bench['size']['n']}, "
-                f"d = {bench['size']['d']}), against {ms[THREE_D]:.3f} ms for the 3-D call in the table."
+                f"The 4-D call (memory-efficient backend, PyTorch's choice for float32) took "
+                f"{four_d:.3f} ms in the same run's benchmark (scripts/bench_reductions.py, "
+                f"n = {bench['size']['n']}, d = {bench['size']['d']}), against {ms[THREE_D]:.3f} ms for the "
+                "3-D call in the table."
             )
         )
     if ms.get(FUSED):

@@ -45,8 +45,8 @@ def make_blocked_vec(cfg: Tiles):
     # A warp stores its part of the transposed A tile as G neighbouring k of 32 / G rows: with rows
     # of BM + 4 floats, k = 0..7 of rows r..r+3 fall in 32 different banks (k of one row, as in
     # make_blocked, would share 8 banks: a 4-way conflict), and each row's G floats of X are one
-    # 32-byte sector where K is a multiple of 8 (every product but the logits layer's input gradient,
-    # K = 10, whose 40-byte rows straddle sectors).
+    # 32-byte sector where K is a multiple of 8 (every product but the logits layer's input
+    # gradient, K = 10, whose 40-byte rows straddle sectors).
     G = 8 if BK % 8 == 0 else BK
     steps = make_tile_steps(BK, TM, TN, TX, TY)
     steps_db = make_tile_steps(BK, TM, TN, TX, TY, colsum=True)
