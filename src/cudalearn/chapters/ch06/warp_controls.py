@@ -49,12 +49,12 @@ def build(steps: dict[str, tuple[Any, dict]]) -> tuple[dict[str, tuple[str, Any,
 
 
 def _versus(new: str, old: str, ms: dict[str, float]) -> str:
-    """'NEW is 1.12x faster than OLD', '... level with OLD (1.01x, within 3%)' or '... 1.05x slower ...'."""
+    """'NEW is 1.120x faster than OLD', 'NEW is level with OLD (1.010x, within 3%)' or '... slower ...'."""
     ratio = ms[old] / ms[new]
-    factor = round(max(ratio, 1 / ratio), 2)  # as printed: the same test either way round
+    factor = max(ratio, 1 / ratio)  # the same test either way round, on the unrounded ratio
     if factor <= 1 + SAME:
-        return f"{new} is level with {old} ({ratio:.2f}x, within {SAME:.0%})"
-    return f"{new} is {factor:.2f}x {'faster' if ratio > 1 else 'slower'} than {old}"
+        return f"{new} is level with {old} ({ratio:.3f}x, within {SAME:.0%})"
+    return f"{new} is {factor:.3f}x {'faster' if ratio > 1 else 'slower'} than {old}"
 
 
 def read(rows: list[dict]) -> str:
