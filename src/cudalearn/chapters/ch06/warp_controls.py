@@ -22,6 +22,11 @@ LANES = (4, 8)  # the layout control's lanes: rows, columns of its warp tile (th
 SAME = 0.03  # two medians within 3% are called level (a threshold the text names, not a significance test)
 
 
+def layout_tiles(tiles4: dict) -> dict:
+    """The layout control's tiles: step 4's `tiles4` in warp tiles of LANES lanes (6a)."""
+    return dict(tiles4, WM=LANES[0] * tiles4["TM"], WN=LANES[1] * tiles4["TN"])
+
+
 def build(steps: dict[str, tuple[Any, dict]]) -> tuple[dict[str, tuple[str, Any, dict]], list[str]]:
     """({label: (layout's kernel name, kernel, tiles)} of step 4, the controls and step 5, in that
     order; notes on what is missing or repeated here) from `regblock.build`'s steps (6a)."""
@@ -34,7 +39,7 @@ def build(steps: dict[str, tuple[Any, dict]]) -> tuple[dict[str, tuple[str, Any,
     notes = []
     if shape == {k: tiles4[k] for k in shape}:
         notes.append(f"{TILES_ONLY}: step 5's tiles are step 4's here, so this control is step 4 again")
-    warp4 = dict(tiles4, WM=LANES[0] * tiles4["TM"], WN=LANES[1] * tiles4["TN"])
+    warp4 = layout_tiles(tiles4)
     if warp4 == {k: tiles5[k] for k in warp4}:
         notes.append(f"{LAYOUT_ONLY}: step 5's warp tiles are these here, so this control is step 5 again")
     try:
