@@ -451,3 +451,22 @@ def test_batch_sweep_shape_reads_what_the_prose_states():
     stored["fused_spread"] = [0.02, 0.25, 0.03, 0.04]
     got = batch_sweep.shape(stored)
     assert got["out_of_line"] == [] and got["noisy"] == [256] and got["spread_stored"]
+
+
+def test_batch_sweep_shape_reads_the_time_a_sample_up_to_the_runs_batch():
+    """An outlier repeat past the run's batch (H100, 2026-12-07: 2.11 ms among 1.46) leaves the reading."""
+    sweep = {
+        "batches": [64, 256, 1024, 2048],
+        "fused_ms_per_step": [0.496, 0.484, 0.795, 1.465],
+        "fused_runs_ms": [
+            [0.546, 0.452, 0.496, 2.165, 0.436],
+            [0.548, 0.447, 0.484, 0.859, 0.428],
+            [0.792, 0.795, 0.796, 0.796, 0.791],
+            [1.464, 1.464, 2.110, 1.466, 1.465],
+        ],
+    }
+    got = batch_sweep.shape(sweep)
+    assert got["worst_case"] and got["sample_falls"]
+    assert got["step_ratio"] < 3 and got["last_step_ratio"] > 1.2
+    sweep["fused_runs_ms"][1][3] = 1.9  # a batch-256 repeat slower a sample than batch 64's fastest
+    assert not batch_sweep.shape(sweep)["sample_falls"], "a rise before the run's batch breaks the reading"

@@ -73,6 +73,14 @@ def test_section_8_readback_fails_when_an_ordering_it_states_flips():
     }
     text = fused_layer.readback(tables, "H100", 6.5)
     assert "5.71x" in text and "no tiled, unfused row" in text and "saves 9%" in text
+    forward = {r["name"]: r["median_ms"] for r in tables["forward"].rows}
+    split = results({**forward, fused_layer.TILED_UNFUSED: 0.29})  # the 2026-12-07 H100 run's shape
+    text = fused_layer.readback({**tables, "forward": split}, "H100", 6.5)
+    assert "gains only 1.04x of that" in text and "no tiled, unfused row" not in text
+    for unfused in (0.28, 0.40):  # fusion slower, or most of the gain: the prose's "small share" is stale
+        split = results({**forward, fused_layer.TILED_UNFUSED: unfused})
+        with pytest.raises(StaleProse, match="tiling brings most"):
+            fused_layer.readback({**tables, "forward": split}, "H100", 6.5)
     tables["backward_weight"].rows[1]["median_ms"] = 0.140  # the padding no longer pays
     with pytest.raises(StaleProse, match="padding"):
         fused_layer.readback(tables, "H100", 6.5)

@@ -1,7 +1,10 @@
 """6a's controls: which kernels `warp_controls.build` makes per target, and how `read` words a run."""
 
+import pytest
+
 from cudalearn.chapters.ch06 import warp_controls
 from cudalearn.chapters.ch06.kernels import regblock
+from cudalearn.measure.stated import StaleProse
 
 
 def test_sm80_builds_both_controls_as_the_trial_run_did():
@@ -48,3 +51,16 @@ def test_level_is_the_same_test_either_way_round():
         assert "level" in warp_controls._versus("a", "b", {"a": slow, "b": fast}), (slow, fast)
     assert "1.034x slower" in warp_controls._versus("a", "b", {"a": 1.034, "b": 1.0})
     assert "1.034x faster" in warp_controls._versus("a", "b", {"a": 1.0, "b": 1.034})
+
+
+def test_check_holds_the_text_to_the_run_it_reads():
+    """The stored H100 run (2026-12-07) reads as 6a says; a run where the layout pays does not."""
+    run = {"step 4": 3.759, warp_controls.TILES_ONLY: 3.424, "step 5": 3.450}
+    run[warp_controls.LAYOUT_ONLY] = 3.731
+    rows = [{"name": name, "median_ms": ms} for name, ms in run.items()]
+    warp_controls.check(rows, "reference run on an H100, 2026-12-07")
+    warp_controls.check(rows[:1], "no run")  # nothing to read: nothing stated
+    for name, ms in (("step 5", 3.2), (warp_controls.LAYOUT_ONLY, 3.5), (warp_controls.TILES_ONLY, 3.7)):
+        changed = [{"name": n, "median_ms": ms if n == name else t} for n, t in run.items()]
+        with pytest.raises(StaleProse, match="the tiles alone"):
+            warp_controls.check(changed, "reference run on an H100, 2026-12-07")

@@ -7,7 +7,7 @@ from what is stored; these tests give it each stored state (reference lookups re
 import pytest
 
 from cudalearn.chapters.ch10 import attention_report, bench, profile_rows
-from cudalearn.measure import reference, stated, timing
+from cudalearn.measure import reference, stated
 
 
 def _rows(ms):
@@ -19,15 +19,11 @@ def test_nn_passes_count_the_softmax_sweeps_and_the_strips_of_p():
     assert attention_report.nn_passes(64) == 7  # P read once per 32 output columns
 
 
-def test_pytorch_row_names_the_call_for_either_stored_state(monkeypatch, capsys):
-    monkeypatch.setattr(stated, "stored", lambda key: (None, "none"))
+def test_pytorch_row_names_the_4d_calls_and_says_nothing_without_them(capsys):
     attention_report.pytorch_row(_rows({attention_report.FOUR_D: 0.4}), "run")
     assert "are the calls above" in capsys.readouterr().out
-    attention_report.pytorch_row(_rows({attention_report.FUSED: 0.6, attention_report.THREE_D: 0.3}), "run")
-    out = capsys.readouterr().out
-    assert "neither call above" in out and "math backend" in out and "2.0x as fast" in out
-    with pytest.raises(stated.StaleProse):  # the math backend no longer far ahead: the prose is stale
-        attention_report.pytorch_row(_rows({attention_report.FUSED: 0.6, attention_report.THREE_D: 0.5}), "r")
+    attention_report.pytorch_row(_rows({attention_report.FUSED: 0.6}), "run")  # no PyTorch row stored
+    assert capsys.readouterr().out == ""
 
 
 def test_4d_rows_check_the_summarys_two_orderings(capsys):
@@ -38,28 +34,6 @@ def test_4d_rows_check_the_summarys_two_orderings(capsys):
     for faster in (attention_report.FUSED, attention_report.FOUR_D):  # either fused one now ahead: stale
         with pytest.raises(stated.StaleProse):
             attention_report.pytorch_row(_rows(dict(ms, **{faster: 0.2})), "run")
-
-
-def test_pytorch_row_checks_the_fused_call_slower_than_the_math_backend(monkeypatch, capsys):
-    bench = {"rows": _rows({"torch SDPA": 0.42}), "size": {"n": 4096, "d": 64}}
-    table = _rows({attention_report.FUSED: 0.6, attention_report.THREE_D: 0.3})
-    monkeypatch.setattr(stated, "stored", lambda key: (bench, "run"))
-    monkeypatch.setattr(stated, "one_run", lambda *keys: True)
-    attention_report.pytorch_row(table, "run")
-    assert "took 0.420 ms" in capsys.readouterr().out
-    bench["rows"] = _rows({"torch SDPA": 0.2})  # the fused call now the faster: 10e's Summary is stale
-    with pytest.raises(stated.StaleProse):
-        attention_report.pytorch_row(table, "run")
-
-
-def test_shown_names_an_older_3d_row_by_its_backend():
-    rows = _rows({attention_report.FUSED: 0.6, attention_report.THREE_D: 0.3})
-    results = timing.Results("ch10.attention", rows, None, "reference", "run")
-    names = [r["name"] for r in attention_report.shown(results).rows]
-    assert names == [attention_report.FUSED, attention_report.THREE_D_SHOWN]
-    assert results.rows[1]["name"] == attention_report.THREE_D  # the stored rows themselves unchanged
-    four_d = timing.Results("k", _rows({attention_report.FOUR_D: 0.4}), None, "measured", "gpu")
-    assert [r["name"] for r in attention_report.shown(four_d).rows] == [attention_report.FOUR_D]
 
 
 def test_twice_timed_gap_only_within_one_stored_run(monkeypatch):

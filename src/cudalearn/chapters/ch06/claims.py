@@ -112,7 +112,7 @@ def warp_tiling(n: int) -> list[Claim]:
             ),
             holds=None,
             note="no verdict: steps 4 and 5 differ in micro-tile and BK too (the controls' cell times "
-            "the layout alone on a GPU); step 5's loads read fewer distinct bytes, yet cost more "
+            "the layout alone); step 5's loads read fewer distinct bytes, yet cost more "
             "wavefronts on average (more of them read B)",
         ),
     ]

@@ -14,6 +14,7 @@ import textwrap
 from typing import Any
 
 from cudalearn.chapters.ch06.kernels import regblock
+from cudalearn.measure import stated
 
 STEP4, STEP5 = "regblock_2d_prefetch", "regblock_2d_warptile"  # the layouts' kernel names
 TILES_ONLY = "tiles of 5, layout of 4"  # the control that changes only the tiles
@@ -53,11 +54,16 @@ def build(steps: dict[str, tuple[Any, dict]]) -> tuple[dict[str, tuple[str, Any,
     return out, [textwrap.fill(n, 100) for n in notes]
 
 
+def _level(a: float, b: float) -> bool:
+    """Whether two medians are level: within SAME of each other, the same test either way round."""
+    return max(a / b, b / a) <= 1 + SAME
+
+
 def _versus(new: str, old: str, ms: dict[str, float]) -> str:
     """'NEW is 1.120x faster than OLD', 'NEW is level with OLD (1.010x, within 3%)' or '... slower ...'."""
     ratio = ms[old] / ms[new]
-    factor = max(ratio, 1 / ratio)  # the same test either way round, on the unrounded ratio
-    if factor <= 1 + SAME:
+    factor = max(ratio, 1 / ratio)  # on the unrounded ratio
+    if _level(ms[old], ms[new]):
         return f"{new} is level with {old} ({ratio:.3f}x, within {SAME:.0%})"
     return f"{new} is {factor:.3f}x {'faster' if ratio > 1 else 'slower'} than {old}"
 
@@ -74,3 +80,20 @@ def read(rows: list[dict]) -> str:
     if LAYOUT_ONLY in ms:
         lines.append(f"- the layout alone, at step 4's tiles: {_versus(LAYOUT_ONLY, 'step 4', ms)}.")
     return "\n".join(textwrap.fill(line, 100, subsequent_indent="  ") for line in lines)
+
+
+def check(rows: list[dict], where: str) -> None:
+    """Raise StaleProse unless the run shows what 6a's text reads in it: step 5's gain is the tiles'."""
+    ms = {r["name"]: r["median_ms"] for r in rows if r.get("median_ms")}
+    if not {"step 4", TILES_ONLY, "step 5"} <= set(ms):
+        return  # no run of the controls: the text says none is read
+    stated.check(
+        ms,
+        where,
+        lambda m: (
+            m["step 4"] > (1 + SAME) * m[TILES_ONLY]
+            and _level(m["step 5"], m[TILES_ONLY])
+            and (LAYOUT_ONLY not in m or _level(m[LAYOUT_ONLY], m["step 4"]))
+        ),
+        "the tiles alone make step 4 faster; the layout alone leaves the time level, at either tiles",
+    )

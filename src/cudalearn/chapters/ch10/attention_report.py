@@ -1,27 +1,20 @@
 """What book 10e prints from the stored attention timings: which PyTorch call a row is, the (n, n) passes.
 
-`pytorch_row` says which call the PyTorch row of a `ch10.attention` table timed: the 4-D call that
-book 10e makes now, or the 3-D call of older runs (PyTorch's math backend), with the 4-D call's time
-from the same run's benchmark beside it; `shown` names such a 3-D row in the printed table by the
-backend it ran. `say_passes` prints what fusing saved against the time the
-three kernels' passes over the `(n, n)` arrays take at the datasheet's bandwidth, and checks it.
+`pytorch_row` says which calls the PyTorch rows of a `ch10.attention` table timed (4-D tensors,
+the backend named) and checks the order book 10e's Summary states. `say_passes` prints what fusing
+saved against the time the three kernels' passes over the `(n, n)` arrays take at the datasheet's
+bandwidth, and checks it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 from cudalearn.chapters.ch10.kernels import attention
-from cudalearn.measure import gpus, stated, timing
+from cudalearn.measure import gpus, stated
 
 #: The name book 10e times PyTorch's call under: 4-D tensors, the memory-efficient backend named.
 FOUR_D = "F.sdpa, 4-D, efficient backend"
 #: The same 4-D call with the math backend named: a product, a softmax and a product, by cuBLAS.
 MATH_4D = "F.sdpa, 4-D, math backend"
-#: The name runs before that stored their 3-D call under: no fused backend takes 3-D, so the math one.
-THREE_D = "F.scaled_dot_product_attention"
-#: What book 10e's table calls such a row, so that it does not read as the 4-D call of its code.
-THREE_D_SHOWN = "F.sdpa, 3-D, math backend"
 #: `softmax.softmax_warp` reads each row three times: for the maximum, the sum and the output.
 SOFTMAX_SWEEPS = 3
 FUSED = "fused, key tiles"
@@ -36,62 +29,23 @@ def nn_passes(d: int) -> int:
     return 1 + SOFTMAX_SWEEPS + 1 + -(-d // attention.TILE)
 
 
-def shown(results: timing.Results) -> timing.Results:
-    """`results` as book 10e prints them: an older run's 3-D PyTorch row named by the backend it ran."""
-    rows = [dict(r, name=THREE_D_SHOWN) if r["name"] == THREE_D else r for r in results.rows]
-    return dataclasses.replace(results, rows=rows)
-
-
 def pytorch_row(rows: list[dict], where: str) -> None:
-    """Print which call the PyTorch row of a `ch10.attention` table is, with the 4-D time when stored."""
+    """Print which calls the PyTorch rows of a `ch10.attention` table are, and check the Summary's order."""
     ms = {r["name"]: r.get("median_ms") for r in rows}
-    if FOUR_D in ms:
-        print(stated.wrap("The PyTorch rows are the calls above: 4-D tensors, each with its backend named."))
-        if ms.get(MATH_4D) and ms.get(FUSED):
-            said = {  # book 10e's Summary
-                "our fused kernel slower than PyTorch's math backend": ms[FUSED] > ms[MATH_4D],
-                "PyTorch's memory-efficient kernel slower than its math backend": ms[FOUR_D] > ms[MATH_4D],
-            }
-            stated.check_each(ms, where, said)
-            print(
-                stated.wrap(
-                    f"PyTorch's math backend, which writes S and P, ran {ms[FUSED] / ms[MATH_4D]:.1f}x as "
-                    f"fast as our fused kernel and {ms[FOUR_D] / ms[MATH_4D]:.1f}x as fast as PyTorch's own "
-                    "memory-efficient kernel (how each one's time splits was not profiled)."
-                )
-            )
+    if FOUR_D not in ms:
         return
-    if not ms.get(THREE_D):
-        return
-    print(
-        stated.wrap(
-            f"The PyTorch row is neither call above: the stored run ({where}) is older, and it passed "
-            "3-D tensors, which no fused backend takes, so it timed the math backend: a product, a "
-            "softmax and a product, S and P written out, the products by cuBLAS."
-        )
-    )
-    bench, _ = stated.stored("ch10.bench_attention")  # scripts/bench_reductions.py: 4-D, PyTorch's choice
-    if bench is not None and stated.one_run("ch10.attention", "ch10.bench_attention"):
-        four_d = next(r["median_ms"] for r in bench["rows"] if r["name"] == "torch SDPA")
-        said = {"4-D": four_d, "3-D": ms[THREE_D]}  # book 10e's Summary: the fused call was the slower
-        stated.check(said, where, lambda m: m["4-D"] > m["3-D"], "the fused 4-D call slower than the 3-D one")
+    print(stated.wrap("The PyTorch rows are the calls above: 4-D tensors, each with its backend named."))
+    if ms.get(MATH_4D) and ms.get(FUSED):
+        said = {  # book 10e's Summary
+            "our fused kernel slower than PyTorch's math backend": ms[FUSED] > ms[MATH_4D],
+            "PyTorch's memory-efficient kernel slower than its math backend": ms[FOUR_D] > ms[MATH_4D],
+        }
+        stated.check_each(ms, where, said)
         print(
             stated.wrap(
-                f"The 4-D call (memory-efficient backend, PyTorch's choice for float32) took "
-                f"{four_d:.3f} ms in the same run's benchmark (scripts/bench_reductions.py, "
-                f"n = {bench['size']['n']}, d = {bench['size']['d']}), against {ms[THREE_D]:.3f} ms for the "
-                "3-D call in the table."
-            )
-        )
-    if ms.get(FUSED):
-        holds = lambda m: m[THREE_D] < m[FUSED] / 1.5  # noqa: E731
-        stated.check(ms, where, holds, "the math backend far ahead of the fused kernel")
-        print(
-            stated.wrap(
-                f"Writing S and P did not stop the math backend running {ms[FUSED] / ms[THREE_D]:.1f}x as "
-                "fast as our own fused kernel: its cuBLAS products, its softmax and its passes over S and "
-                f"P together took {ms[THREE_D] / ms[FUSED]:.0%} of our kernel's time (how that time splits "
-                "was not profiled)."
+                f"PyTorch's math backend, which writes S and P, ran {ms[FUSED] / ms[MATH_4D]:.1f}x as "
+                f"fast as our fused kernel and {ms[FOUR_D] / ms[MATH_4D]:.1f}x as fast as PyTorch's own "
+                "memory-efficient kernel (how each one's time splits was not profiled)."
             )
         )
 

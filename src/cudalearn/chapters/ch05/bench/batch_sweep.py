@@ -107,8 +107,10 @@ def shape(sweep: dict[str, Any]) -> dict[str, Any]:
     The sweep's points are (batch / 16, batch / 4, batch, 2 batch), its third the chapter's batch.
     `rows` is how many times more rows the run's batch has than the first point, `step_ratio` how
     many times longer its step takes, `sample_falls` whether the time per sample falls at every
-    point, `out_of_line` the batches whose step takes OUT_OF_LINE times both neighbours' and `noisy`
-    those whose repeats spread more than NOISY (empty when the run stored no spread).
+    point up to the run's batch (past it the step grows with the rows, and the time a sample barely
+    moves: `last_step_ratio` reads that), `out_of_line` the batches whose step takes OUT_OF_LINE
+    times both neighbours' and `noisy` those whose repeats spread more than NOISY (empty when the
+    run stored no spread).
 
     Where the run kept every repeat, the ratios compare the repeats least favourable to what the
     prose says (the slowest against the fastest), so that a point's spread cannot carry the reading:
@@ -125,7 +127,7 @@ def shape(sweep: dict[str, Any]) -> dict[str, Any]:
     return {
         "rows": b[2] / b[0],
         "step_ratio": slow[2] / fast[0],
-        "sample_falls": all(slow[i + 1] / b[i + 1] < fast[i] / b[i] for i in range(len(b) - 1)),
+        "sample_falls": all(slow[i + 1] / b[i + 1] < fast[i] / b[i] for i in range(2)),
         "last_step_ratio": fast[3] / slow[2],
         "worst_case": "fused_runs_ms" in sweep,
         "out_of_line": odd,
