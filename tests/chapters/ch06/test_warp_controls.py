@@ -4,6 +4,7 @@ import pytest
 
 from cudalearn.chapters.ch06 import warp_controls
 from cudalearn.chapters.ch06.kernels import regblock
+from cudalearn.measure import timing
 from cudalearn.measure.stated import StaleProse
 
 
@@ -57,10 +58,19 @@ def test_check_holds_the_text_to_the_run_it_reads():
     """The stored H100 run (2026-12-07) reads as 6a says; a run where the layout pays does not."""
     run = {"step 4": 3.759, warp_controls.TILES_ONLY: 3.424, "step 5": 3.450}
     run[warp_controls.LAYOUT_ONLY] = 3.731
-    rows = [{"name": name, "median_ms": ms} for name, ms in run.items()]
-    warp_controls.check(rows, "reference run on an H100, 2026-12-07")
-    warp_controls.check(rows[:1], "no run")  # nothing to read: nothing stated
-    for name, ms in (("step 5", 3.2), (warp_controls.LAYOUT_ONLY, 3.5), (warp_controls.TILES_ONLY, 3.7)):
-        changed = [{"name": n, "median_ms": ms if n == name else t} for n, t in run.items()]
+
+    def results(ms, target="sm80+"):
+        rows = [{"name": name, "median_ms": t} for name, t in ms.items()]
+        return timing.Results(
+            "ch6.warp_control", rows, "step 4", "reference", "H100, 2026-12-07", {"target": target}
+        )
+
+    warp_controls.check(results(run))
+    warp_controls.check(results({"step 4": 3.7}))  # no run of the controls: nothing stated
+    t4 = {"step 4": 1.0, warp_controls.TILES_ONLY: 1.0, "step 5": 0.9, warp_controls.LAYOUT_ONLY: 0.9}
+    warp_controls.check(results(t4, "sm75"))  # a T4's controls repeat the steps: nothing to read
+    without_layout = {k: v for k, v in run.items() if k != warp_controls.LAYOUT_ONLY}
+    changes = [{"step 5": 3.2}, {warp_controls.LAYOUT_ONLY: 3.5}, {warp_controls.TILES_ONLY: 3.7}]
+    for changed in [{**run, **c} for c in changes] + [without_layout]:
         with pytest.raises(StaleProse, match="the tiles alone"):
-            warp_controls.check(changed, "reference run on an H100, 2026-12-07")
+            warp_controls.check(results(changed))
