@@ -1,5 +1,5 @@
 # The fourth device call of 2026-12-07 (not part of the course): 06a and 05 in gpu mode after the r16 reads'
-# edits (6a's warp_controls.check(results), 05's generated fusion share), and Exercise 3's second command.
+# edits (6a's warp_controls.check(results), 05's generated fusion share).
 mkdir -p /tmp/oc; OUT_FINAL="$OUT"; export OUT=/tmp/oc; t0=$(date +%s)
 source data/gpu-runs/2026-12-06-h100-round3/setup.sh
 CUDALEARN_MODE=gpu timeout 170 python3 scripts/gpu_run.py --timeout 160 --out "$OUT/run.json" \

@@ -54,7 +54,7 @@ def test_level_is_the_same_test_either_way_round():
     assert "1.034x faster" in warp_controls._versus("a", "b", {"a": 1.0, "b": 1.034})
 
 
-def test_check_holds_the_text_to_the_run_it_reads():
+def test_check_holds_the_text_to_the_run_it_reads(capsys):
     """The stored H100 run (2026-12-07) reads as 6a says; a run where the layout pays does not."""
     run = {"step 4": 3.759, warp_controls.TILES_ONLY: 3.424, "step 5": 3.450}
     run[warp_controls.LAYOUT_ONLY] = 3.731
@@ -68,7 +68,8 @@ def test_check_holds_the_text_to_the_run_it_reads():
     warp_controls.check(results(run))
     warp_controls.check(results({"step 4": 3.7}))  # no run of the controls: nothing stated
     t4 = {"step 4": 1.0, warp_controls.TILES_ONLY: 1.0, "step 5": 0.9, warp_controls.LAYOUT_ONLY: 0.9}
-    warp_controls.check(results(t4, "sm75"))  # a T4's controls repeat the steps: nothing to read
+    warp_controls.check(results(t4, "sm75"))  # a T4's controls repeat the steps: said, not read
+    assert "On a T4 the controls are steps 4 and 5 again" in capsys.readouterr().out
     without_layout = {k: v for k, v in run.items() if k != warp_controls.LAYOUT_ONLY}
     changes = [{"step 5": 3.2}, {warp_controls.LAYOUT_ONLY: 3.5}, {warp_controls.TILES_ONLY: 3.7}]
     for changed in [{**run, **c} for c in changes] + [without_layout]:

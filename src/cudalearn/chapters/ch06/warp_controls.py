@@ -87,7 +87,10 @@ def check(results: Any) -> None:
     it: step 5's gain is the tiles', the layout alone level at either tiles. Nothing is read on a T4,
     whose controls repeat steps 4 and 5 (`build`'s notes), or where no run has times."""
     ms = {r["name"]: r["median_ms"] for r in results.rows if r.get("median_ms")}
-    if results.size.get("target") == "sm75" or not {"step 4", TILES_ONLY, "step 5"} <= set(ms):
+    if results.size.get("target") == "sm75":
+        print("On a T4 the controls are steps 4 and 5 again: the text's reading of them is not this run's.")
+        return
+    if not {"step 4", TILES_ONLY, "step 5"} <= set(ms):
         return
     stated.check(
         ms,
