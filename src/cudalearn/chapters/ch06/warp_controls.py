@@ -68,10 +68,17 @@ def _versus(new: str, old: str, ms: dict[str, float]) -> str:
     return f"{new} is {factor:.3f}x {'faster' if ratio > 1 else 'slower'} than {old}"
 
 
+def _medians(rows: list[dict]) -> dict[str, float] | None:
+    """{label: median ms} of a timed run of `build`'s kernels, or None where it lacks the steps or the
+    tiles control (no run yet: the simulator times nothing)."""
+    ms = {r["name"]: r["median_ms"] for r in rows if r.get("median_ms")}
+    return ms if {"step 4", TILES_ONLY, "step 5"} <= set(ms) else None
+
+
 def read(rows: list[dict]) -> str:
     """What one timed run of `build`'s kernels says of the layout's and the tiles' own gains (6a)."""
-    ms = {r["name"]: r["median_ms"] for r in rows if r.get("median_ms")}
-    if not {"step 4", TILES_ONLY, "step 5"} <= set(ms):
+    ms = _medians(rows)
+    if ms is None:
         return "No GPU run of the controls is stored yet: on a GPU, this cell times them and reads them here."
     lines = [
         f"- the tiles alone: {_versus(TILES_ONLY, 'step 4', ms)};",
@@ -86,11 +93,11 @@ def check(results: Any) -> None:
     """Raise StaleProse unless a `timing.measure` run of `build`'s kernels shows what 6a's text reads in
     it: step 5's gain is the tiles', the layout alone level at either tiles. Nothing is read on a T4,
     whose controls repeat steps 4 and 5 (`build`'s notes), or where no run has times."""
-    ms = {r["name"]: r["median_ms"] for r in results.rows if r.get("median_ms")}
     if results.size.get("target") == "sm75":
         print("On a T4 the controls are steps 4 and 5 again: the text's reading of them is not this run's.")
         return
-    if not {"step 4", TILES_ONLY, "step 5"} <= set(ms):
+    ms = _medians(results.rows)
+    if ms is None:
         return
     stated.check(
         ms,

@@ -127,7 +127,7 @@ def shape(sweep: dict[str, Any]) -> dict[str, Any]:
     return {
         "rows": b[2] / b[0],
         "step_ratio": slow[2] / fast[0],
-        "sample_falls": all(slow[i + 1] / b[i + 1] < fast[i] / b[i] for i in range(2)),
+        "sample_falls": all(slow[i + 1] / b[i + 1] < fast[i] / b[i] for i in range(2)),  # up to b[2]
         "last_step_ratio": fast[3] / slow[2],
         "worst_case": "fused_runs_ms" in sweep,
         "out_of_line": odd,
